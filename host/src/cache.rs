@@ -1,0 +1,85 @@
+//! On-disk cache of compiled components, keyed by the component's content
+//! hash and the engine's compatibility hash, so a warm start deserializes
+//! native code instead of recompiling with Cranelift.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::Engine;
+
+/// How a component was obtained, for logs and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Loaded from a `.cwasm` in the cache directory.
+    Hit,
+    /// Compiled now (and written to the cache when there is one).
+    Compiled,
+}
+
+/// A cache directory (or none: always compile).
+#[derive(Debug, Clone)]
+pub struct ComponentCache {
+    dir: Option<PathBuf>,
+}
+
+/// Hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn engine_key(engine: &Engine) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+impl ComponentCache {
+    pub fn new(dir: Option<PathBuf>) -> Self {
+        ComponentCache { dir }
+    }
+
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    fn entry(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("{digest}-{}.cwasm", engine_key(engine))))
+    }
+
+    /// Load the component for `bytes` (whose hex SHA-256 is `digest`).
+    pub fn load(&self, engine: &Engine, bytes: &[u8], digest: &str) -> Result<(Component, CacheOutcome)> {
+        let entry = self.entry(engine, digest);
+        if let Some(path) = entry.as_ref().filter(|p| p.is_file()) {
+            // SAFETY: the cache directory is written only by this program
+            // (atomic rename of `Engine::precompile_component` output), and
+            // the file name binds both the source hash and the engine's
+            // compatibility hash. A corrupt entry fails to deserialize and we
+            // fall back to compiling.
+            match unsafe { Component::deserialize_file(engine, path) } {
+                Ok(c) => return Ok((c, CacheOutcome::Hit)),
+                Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cache entry: {e:#}"),
+            }
+        }
+        let compiled = engine.precompile_component(bytes).map_err(anyhow::Error::from).context("compiling component")?;
+        // SAFETY: `compiled` was produced by this engine just now.
+        let component = unsafe { Component::deserialize(engine, &compiled) }?;
+        if let Some(path) = entry {
+            if let Err(e) = write_atomic(&path, &compiled) {
+                tracing::warn!(path = %path.display(), "could not write cache entry: {e:#}");
+            }
+        }
+        Ok((component, CacheOutcome::Compiled))
+    }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().context("cache path has no parent")?;
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".tmp-{}-{}", std::process::id(), path.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}

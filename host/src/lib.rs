@@ -1,0 +1,19 @@
+//! wasm-mcp host: an MCP server whose tools are WASI 0.2 components, each
+//! call sandboxed in a fresh instance whose only filesystem is the task
+//! worktree.
+//!
+//! Layers, bottom up: [`sandbox`] (engine, per-call store and limits),
+//! [`cache`] (compiled components by content hash), [`plugin`] (the WIT
+//! world and calls), [`catalog`] (validated tool set), [`registry`] (live
+//! set + reloads), [`server`] (rmcp handler).
+
+pub mod cache;
+pub mod catalog;
+pub mod limits;
+pub mod logpipe;
+pub mod plugin;
+pub mod registry;
+pub mod sandbox;
+pub mod server;
+
+pub use limits::Limits;

@@ -1,0 +1,169 @@
+//! `wasm-mcp`: serve WASI component tools over MCP (stdio), or inspect them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use rmcp::ServiceExt;
+use wasm_mcp_host::cache::ComponentCache;
+use wasm_mcp_host::registry::{Outcome, Registry};
+use wasm_mcp_host::sandbox::{EngineOptions, FsAccess, Sandbox};
+use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
+use wasm_mcp_host::Limits;
+
+#[derive(Parser)]
+#[command(name = "wasm-mcp", version, about = "MCP server whose tools are sandboxed WASI 0.2 components")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve the plugins' tools over MCP on stdin/stdout.
+    Serve(ServeArgs),
+    /// Load the plugins and print the published tools as JSON.
+    Tools(CommonArgs),
+    /// Call one tool directly (no MCP) and print the outcome as JSON.
+    Call {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Tool name.
+        tool: String,
+        /// Arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+    },
+}
+
+#[derive(Args, Clone)]
+struct CommonArgs {
+    /// The task worktree: the only directory tools can see (as `/`).
+    #[arg(long)]
+    worktree: PathBuf,
+    /// Directory of plugin components (`*.wasm`).
+    #[arg(long)]
+    plugins: PathBuf,
+    /// Publish only these tools (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    allow: Option<Vec<String>>,
+    /// Compiled-component cache dir [default: $XDG_CACHE_HOME/wasm-mcp or ~/.cache/wasm-mcp].
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// Do not read or write the compile cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Per-call deadline in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// Per-instance memory limit in MiB.
+    #[arg(long, default_value_t = 256)]
+    memory_mb: usize,
+    /// Largest tool result in bytes.
+    #[arg(long, default_value_t = 8 << 20)]
+    max_output_bytes: usize,
+    /// Tool calls running at once.
+    #[arg(long, default_value_t = 16)]
+    max_concurrency: usize,
+    /// Mount the worktree read-only.
+    #[arg(long)]
+    read_only: bool,
+    /// Use the pooling instance allocator.
+    #[arg(long)]
+    pooling: bool,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Tools per `tools/list` page.
+    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE)]
+    page_size: usize,
+    /// Rescan the plugin dir this often (ms); 0 disables.
+    #[arg(long, default_value_t = 1000)]
+    watch_ms: u64,
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
+    Some(base.join("wasm-mcp"))
+}
+
+async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
+    let limits = Limits {
+        timeout: Duration::from_millis(c.timeout_ms),
+        memory_bytes: c.memory_mb << 20,
+        max_output_bytes: c.max_output_bytes,
+        max_concurrency: c.max_concurrency.max(1),
+        ..Limits::default()
+    };
+    let access = if c.read_only { FsAccess::ReadOnly } else { FsAccess::ReadWrite };
+    let sandbox = Sandbox::new(Some(&c.worktree), access, limits, &EngineOptions { pooling: c.pooling })?;
+    let cache = ComponentCache::new(if c.no_cache { None } else { c.cache_dir.clone().or_else(default_cache_dir) });
+    Registry::open(sandbox, cache, &c.plugins, c.allow.clone()).await
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let registry = open_registry(&args.common).await?;
+    let catalog = registry.catalog();
+    tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "serving on stdio");
+    let server = McpServer::new(registry, args.page_size);
+    let watcher = (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
+    let running = server.serve(rmcp::transport::stdio_pipes()).await.context("MCP session failed to start")?;
+    let reason = running.waiting().await;
+    if let Some(w) = watcher {
+        w.abort();
+    }
+    tracing::info!("session ended: {reason:?}");
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WASM_MCP_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Serve(a) => serve(a).await,
+        Cmd::Tools(c) => async {
+            let reg = open_registry(&c).await?;
+            let tools: Vec<_> = reg.catalog().tools().map(|t| t.tool.clone()).collect();
+            println!("{}", serde_json::to_string_pretty(&tools)?);
+            Ok(())
+        }
+        .await,
+        Cmd::Call { common, tool, args } => async {
+            let reg = open_registry(&common).await?;
+            let args: serde_json::Value = serde_json::from_str(&args).context("arguments are not valid JSON")?;
+            let catalog = reg.catalog();
+            let outcome = reg.call(&catalog, &tool, args).await.with_context(|| format!("unknown tool {tool}"))?;
+            let (ok, v) = match outcome {
+                Outcome::Ok(v) => (true, v),
+                Outcome::InvalidArguments(m) => (false, serde_json::json!({"invalid_arguments": m})),
+                Outcome::Failed(e) => (false, serde_json::json!({e.kind(): e.to_string()})),
+                Outcome::ContractViolation(m) => (false, serde_json::json!({"contract_violation": m})),
+            };
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            anyhow::ensure!(ok, "call failed");
+            Ok(())
+        }
+        .await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wasm-mcp: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The sandbox: one wasmtime [`Engine`] per server, one fresh [`Store`] per
+//! call whose only capability is the task worktree, preopened as `/`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::limits::{Limits, EPOCH_TICK};
+use crate::logpipe::LogPipe;
+
+/// How the worktree is mounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsAccess {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// Options that shape the engine.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// Use the pooling instance allocator (faster instantiation).
+    pub pooling: bool,
+}
+
+/// State of one store: WASI context, its resource table and the limiter.
+pub struct StoreState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    pub stdout: LogPipe,
+    pub stderr: LogPipe,
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// Engine + linker + the policy every store is built from.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<StoreState>,
+    worktree: Option<PathBuf>,
+    access: FsAccess,
+    limits: Limits,
+    _ticker: Arc<EpochTicker>,
+}
+
+impl Sandbox {
+    /// `worktree: None` builds stores with no filesystem at all (used to
+    /// read plugin metadata).
+    pub fn new(worktree: Option<&Path>, access: FsAccess, limits: Limits, opts: &EngineOptions) -> Result<Self> {
+        let engine = build_engine(&limits, opts)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(anyhow::Error::from).context("adding WASI 0.2 to the linker")?;
+        let worktree = match worktree {
+            Some(w) => Some(
+                w.canonicalize().with_context(|| format!("worktree {} is not accessible", w.display()))?,
+            ),
+            None => None,
+        };
+        if let Some(w) = &worktree {
+            anyhow::ensure!(w.is_dir(), "worktree {} is not a directory", w.display());
+        }
+        let ticker = EpochTicker::start(engine.clone());
+        Ok(Sandbox { engine, linker, worktree, access, limits, _ticker: ticker })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn linker(&self) -> &Linker<StoreState> {
+        &self.linker
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub fn worktree(&self) -> Option<&Path> {
+        self.worktree.as_deref()
+    }
+
+    /// A fresh store: worktree preopened as `/` (if any), no env, no args,
+    /// no stdin, no network, bounded stdout/stderr, memory limit, deadline.
+    pub fn new_store(&self, with_fs: bool) -> Result<Store<StoreState>> {
+        let stdout = LogPipe::new(self.limits.max_log_bytes);
+        let stderr = LogPipe::new(self.limits.max_log_bytes);
+        let mut b = WasiCtxBuilder::new();
+        b.stdout(stdout.clone()).stderr(stderr.clone());
+        b.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        b.socket_addr_check(|_, _| Box::pin(async { false }));
+        if let (true, Some(w)) = (with_fs, &self.worktree) {
+            let perms = match self.access {
+                FsAccess::ReadOnly => FsPerms::ReadOnly,
+                FsAccess::ReadWrite => FsPerms::ReadWrite,
+            };
+            b.preopened_dir(w, "/", perms).map_err(anyhow::Error::from).context("preopening the worktree")?;
+        }
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(self.limits.memory_bytes)
+            .instances(32)
+            .memories(8)
+            .tables(32)
+            .table_elements(1 << 20)
+            .trap_on_grow_failure(true)
+            .build();
+        let state = StoreState { wasi: b.build(), table: ResourceTable::new(), limits, stdout, stderr };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(self.limits.epoch_ticks());
+        store.epoch_deadline_trap();
+        Ok(store)
+    }
+}
+
+fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
+    let mut cfg = Config::new();
+    cfg.wasm_component_model(true);
+    cfg.epoch_interruption(true);
+    // Guests get a bounded native stack too.
+    cfg.max_wasm_stack(1 << 20);
+    if opts.pooling {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        let slots = (limits.max_concurrency as u32 + 2) * 4;
+        pool.total_component_instances(limits.max_concurrency as u32 + 2);
+        pool.total_core_instances(slots);
+        pool.total_memories(slots);
+        pool.total_tables(slots);
+        pool.max_memory_size(limits.memory_bytes);
+        cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    }
+    Engine::new(&cfg).map_err(anyhow::Error::from).context("creating the wasmtime engine")
+}
+
+/// Background thread that advances the engine's epoch every [`EPOCH_TICK`].
+/// Stops when the last [`Sandbox`] holding it is dropped.
+struct EpochTicker {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> Arc<Self> {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        std::thread::Builder::new()
+            .name("epoch-ticker".into())
+            .spawn(move || {
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch ticker");
+        Arc::new(EpochTicker { stop })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,135 @@
+//! The MCP server: `tools/list` (paginated) and `tools/call` over the
+//! [`Registry`], plus `notifications/tools/list_changed` when plugins change.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use serde_json::{json, Value};
+
+use crate::catalog::{decode_cursor, encode_cursor};
+use crate::registry::{Outcome, Registry};
+
+/// Default `tools/list` page size.
+pub const DEFAULT_PAGE_SIZE: usize = 50;
+
+#[derive(Clone)]
+pub struct McpServer {
+    registry: Arc<Registry>,
+    page_size: usize,
+    peer: Arc<Mutex<Option<Peer<RoleServer>>>>,
+}
+
+impl McpServer {
+    pub fn new(registry: Arc<Registry>, page_size: usize) -> Self {
+        McpServer { registry, page_size: page_size.max(1), peer: Arc::default() }
+    }
+
+    /// Poll the plugin directory every `interval`; on a change, swap in the
+    /// new catalog and notify the client (once it is initialized).
+    pub fn spawn_watcher(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                match this.registry.reload().await {
+                    Ok(true) => this.notify_list_changed().await,
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!("plugin rescan failed: {e:#}"),
+                }
+            }
+        })
+    }
+
+    async fn notify_list_changed(&self) {
+        let peer = self.peer.lock().unwrap().clone();
+        if let Some(peer) = peer {
+            match peer.notify_tool_list_changed().await {
+                Ok(()) => tracing::info!("sent notifications/tools/list_changed"),
+                Err(e) => tracing::warn!("could not send list_changed: {e}"),
+            }
+        }
+    }
+}
+
+fn error_result(text: String, kind: &str) -> CallToolResult {
+    let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
+    let mut meta = rmcp::model::MetaObject::new();
+    meta.insert("wasm-mcp/errorKind".into(), Value::String(kind.into()));
+    r.meta = Some(meta);
+    r
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+            .with_server_info(Implementation::new("wasm-mcp", env!("CARGO_PKG_VERSION")))
+            .with_instructions("Tools run as sandboxed WebAssembly components inside this task's worktree.")
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tracing::info!("client initialized");
+        *self.peer.lock().unwrap() = Some(context.peer.clone());
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let catalog = self.registry.catalog();
+        let offset = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(c) => match decode_cursor(&c) {
+                Some((v, off)) if v == catalog.version && off <= catalog.len() => off,
+                Some(_) => {
+                    return Err(McpError::invalid_params(
+                        "stale cursor: the tool list changed since it was issued; list again from the start",
+                        Some(json!({"cursor": c})),
+                    ))
+                }
+                None => return Err(McpError::invalid_params("invalid cursor", Some(json!({"cursor": c})))),
+            },
+        };
+        let (tools, next) = catalog.page(offset, self.page_size);
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next.map(|n| encode_cursor(catalog.version, n));
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let catalog = self.registry.catalog();
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let Some(outcome) = self.registry.call(&catalog, &name, args).await else {
+            return Err(McpError::invalid_params(format!("Unknown tool: {name}"), Some(json!({"name": name}))));
+        };
+        let result = match outcome {
+            Outcome::Ok(v) => {
+                let text = v.to_string();
+                let mut r = CallToolResult::structured(v);
+                r.content = vec![ContentBlock::text(text)];
+                r
+            }
+            Outcome::InvalidArguments(m) => error_result(format!("invalid arguments for {name}: {m}"), "invalid_arguments"),
+            Outcome::Failed(e) => error_result(e.to_string(), e.kind()),
+            Outcome::ContractViolation(m) => {
+                tracing::warn!(tool = %name, "contract violation: {m}");
+                error_result(format!("tool {name} broke its contract: {m}"), "contract_violation")
+            }
+        };
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,189 @@
+//! The MCP surface of `wasm-mcp serve`: handshake, discovery with
+//! pagination, tool calls with structuredContent, allow-lists, hot reload.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+mod support;
+use support::{is_error, plugin, plugin_dir, text_of, Server};
+
+fn worktree() -> tempfile::TempDir {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("hello.txt"), "line one\nline two\nline three\n").unwrap();
+    std::fs::create_dir(wt.path().join("src")).unwrap();
+    std::fs::write(wt.path().join("src/lib.rs"), "pub fn answer() -> u32 {\n    42\n}\n").unwrap();
+    wt
+}
+
+fn default_plugins() -> std::path::PathBuf {
+    plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn initialize_advertises_tools_with_list_changed() {
+    let wt = worktree();
+    let (server, init) = Server::start(wt.path(), &default_plugins(), &[]);
+    let res = &init["result"];
+    assert_eq!(res["protocolVersion"], "2025-11-25", "{init}");
+    assert_eq!(res["capabilities"]["tools"]["listChanged"], true, "{init}");
+    assert_eq!(res["serverInfo"]["name"], "wasm-mcp");
+    assert!(server.shutdown().success());
+}
+
+#[test]
+fn lists_the_workspace_tools_with_schemas() {
+    let wt = worktree();
+    let (mut s, _) = Server::start(wt.path(), &default_plugins(), &[]);
+    let tools = s.list_all_tools();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for want in ["list_dir", "read_file", "search", "write_file"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for t in &tools {
+        assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+        assert_eq!(t["outputSchema"]["type"], "object", "{t}");
+        assert!(t["description"].as_str().is_some_and(|d| !d.is_empty()));
+    }
+    let read = tools.iter().find(|t| t["name"] == "read_file").unwrap();
+    assert_eq!(read["annotations"]["readOnlyHint"], true);
+    let write = tools.iter().find(|t| t["name"] == "write_file").unwrap();
+    assert_eq!(write["annotations"]["readOnlyHint"], false);
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn tools_list_paginates_and_rejects_bad_cursors() {
+    let wt = worktree();
+    let (mut s, _) = Server::start(wt.path(), &default_plugins(), &["--page-size", "1"]);
+    let first = s.request("tools/list", json!({}));
+    assert_eq!(first["result"]["tools"].as_array().unwrap().len(), 1);
+    assert!(first["result"]["nextCursor"].is_string(), "{first}");
+    let all = s.list_all_tools();
+    assert_eq!(all.len(), 4, "one page per tool, all collected");
+    let mut names: Vec<&str> = all.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    names.dedup();
+    assert_eq!(names.len(), 4, "no duplicates across pages");
+    let bad = s.request("tools/list", json!({"cursor": "garbage"}));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(s.alive());
+}
+
+#[test]
+fn read_file_returns_structured_content_and_a_text_block() {
+    let wt = worktree();
+    let (mut s, _) = Server::start(wt.path(), &default_plugins(), &[]);
+    let r = s.call("read_file", json!({"path": "hello.txt"}));
+    assert!(!is_error(&r), "{r}");
+    let sc = &r["structuredContent"];
+    assert_eq!(sc["content"], "line one\nline two\nline three\n");
+    assert_eq!(sc["truncated"], false);
+    assert_eq!(sc["path"], "hello.txt");
+    let text: Value = serde_json::from_str(&text_of(&r)).expect("text block is the JSON result");
+    assert_eq!(&text, sc);
+    // Absolute-looking paths are relative to the worktree root.
+    let r = s.call("read_file", json!({"path": "/src/lib.rs"}));
+    assert!(r["structuredContent"]["content"].as_str().unwrap().contains("42"), "{r}");
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn read_file_limits_lines_and_bytes() {
+    let wt = worktree();
+    let big_line = "x".repeat(1023) + "\n";
+    std::fs::write(wt.path().join("big.txt"), big_line.repeat(3 * 1024)).unwrap(); // 3 MiB, 3072 lines
+    let (mut s, _) = Server::start(wt.path(), &default_plugins(), &[]);
+    let r = s.call("read_file", json!({"path": "hello.txt", "line_limit": 2}));
+    assert_eq!(r["structuredContent"]["content"], "line one\nline two\n");
+    assert_eq!(r["structuredContent"]["truncated"], true);
+    let r = s.call("read_file", json!({"path": "big.txt", "line_limit": 1000}));
+    let sc = &r["structuredContent"];
+    assert_eq!(sc["truncated"], true, "{}", text_of(&r).chars().take(300).collect::<String>());
+    assert_eq!(sc["content"].as_str().unwrap().len(), 1000 * 1024);
+    for bad in [json!(0), json!(1001), json!("ten")] {
+        let r = s.call("read_file", json!({"path": "hello.txt", "line_limit": bad}));
+        assert!(is_error(&r), "line_limit {bad} accepted: {r}");
+        assert!(text_of(&r).contains("invalid arguments"), "{r}");
+    }
+    let r = s.call("read_file", json!({}));
+    assert!(is_error(&r) && text_of(&r).contains("path"), "{r}");
+    let r = s.call("read_file", json!({"path": "missing.txt"}));
+    assert!(is_error(&r), "{r}");
+    assert!(s.alive());
+}
+
+#[test]
+fn read_file_caps_reads_at_two_mebibytes() {
+    let wt = worktree();
+    // One line, 3 MiB: only the line cap's byte limit can stop it.
+    std::fs::write(wt.path().join("oneline.txt"), "y".repeat(3 << 20)).unwrap();
+    let (mut s, _) = Server::start(wt.path(), &default_plugins(), &[]);
+    let r = s.call("read_file", json!({"path": "oneline.txt"}));
+    assert!(!is_error(&r), "{}", text_of(&r));
+    let sc = &r["structuredContent"];
+    assert_eq!(sc["truncated"], true);
+    assert!(sc["content"].as_str().unwrap().len() <= 2 << 20);
+    assert!(s.alive());
+}
+
+#[test]
+fn write_list_search_round_trip_on_the_host_disk() {
+    let wt = worktree();
+    let (mut s, _) = Server::start(wt.path(), &default_plugins(), &[]);
+    let r = s.call("write_file", json!({"path": "notes/todo.md", "content": "find the needle\n", "create_dirs": true}));
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(std::fs::read_to_string(wt.path().join("notes/todo.md")).unwrap(), "find the needle\n");
+    let r = s.call("list_dir", json!({"path": "."}));
+    let names: Vec<&str> =
+        r["structuredContent"]["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["hello.txt", "notes", "src"], "{r}");
+    let r = s.call("search", json!({"pattern": "needle"}));
+    let m = r["structuredContent"]["matches"].as_array().unwrap();
+    assert_eq!(m.len(), 1, "{r}");
+    assert_eq!(m[0]["path"], "notes/todo.md");
+    assert_eq!(m[0]["line"], 1);
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn unknown_tools_are_protocol_errors_and_allow_lists_hide_tools() {
+    let wt = worktree();
+    let (mut s, _) = Server::start(wt.path(), &default_plugins(), &["--allow", "read_file,list_dir"]);
+    let names: Vec<String> = s.list_all_tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["list_dir", "read_file"]);
+    let r = s.request("tools/call", json!({"name": "write_file", "arguments": {"path": "x", "content": "y"}}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(!wt.path().join("x").exists());
+    let r = s.request("tools/call", json!({"name": "no_such_tool", "arguments": {}}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(s.alive());
+}
+
+#[test]
+fn plugin_changes_send_list_changed_and_refresh_the_catalog() {
+    let wt = worktree();
+    let dir = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), dir.path(), &["--watch-ms", "100"]);
+    assert_eq!(s.list_all_tools().len(), 4);
+    std::fs::copy(plugin("test-plugins/hostile.wasm"), dir.path().join("hostile.wasm")).unwrap();
+    assert!(s.wait_notification("notifications/tools/list_changed", Duration::from_secs(60)).is_some());
+    let names: Vec<String> = s.list_all_tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    assert!(names.contains(&"spin".to_string()) && names.contains(&"read_file".to_string()), "{names:?}");
+    std::fs::remove_file(dir.path().join("hostile.wasm")).unwrap();
+    assert!(s.wait_notification("notifications/tools/list_changed", Duration::from_secs(60)).is_some());
+    assert_eq!(s.list_all_tools().len(), 4);
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn broken_plugins_are_refused_and_the_rest_still_served() {
+    let wt = worktree();
+    let dir = plugin_dir(&["plugins/workspace.wasm"]);
+    std::fs::write(dir.path().join("garbage.wasm"), b"this is not wasm").unwrap();
+    // A core module (not a component): the smallest valid one.
+    std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    let (mut s, _) = Server::start(wt.path(), dir.path(), &[]);
+    assert_eq!(s.list_all_tools().len(), 4);
+    let r = s.call("read_file", json!({"path": "hello.txt"}));
+    assert!(!is_error(&r));
+    assert!(s.shutdown().success());
+}

@@ -1,0 +1,245 @@
+#![allow(dead_code)] // each test binary uses a different subset
+//! Test support: a deliberately small, independent MCP client (raw
+//! newline-delimited JSON-RPC over the child's stdio), so the tests check
+//! the wire format rather than trusting the same SDK on both sides.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// Root of the repository.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf() // host/ -> repo
+}
+
+/// The server binary built by cargo next to the test executables.
+pub fn server_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_wasm-mcp"))
+}
+
+/// A built plugin component under dist/.
+pub fn plugin(rel: &str) -> PathBuf {
+    let p = repo_root().join("dist").join(rel);
+    assert!(p.is_file(), "{} not found: build the plugins with `just plugins`", p.display());
+    p
+}
+
+/// Compile cache shared by all tests (compiling once is enough).
+pub fn cache_dir() -> PathBuf {
+    repo_root().join("target").join("test-component-cache")
+}
+
+/// A directory of plugins made of copies of the given dist/ files.
+pub fn plugin_dir(files: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for f in files {
+        let src = plugin(f);
+        std::fs::copy(&src, dir.path().join(src.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+pub struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    next_id: u64,
+    /// Notifications received while waiting for responses.
+    pub notifications: Vec<Value>,
+    /// Every stdout line that was not valid JSON (must stay empty).
+    pub garbage: Vec<String>,
+}
+
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Server {
+    /// Spawn `wasm-mcp serve` with the given worktree and plugin dir.
+    pub fn spawn(worktree: &Path, plugins: &Path, extra: &[&str]) -> Server {
+        let mut cmd = Command::new(server_bin());
+        cmd.arg("serve")
+            .arg("--worktree")
+            .arg(worktree)
+            .arg("--plugins")
+            .arg(plugins)
+            .arg("--cache-dir")
+            .arg(cache_dir())
+            .args(extra)
+            .env("WASM_MCP_LOG", "info")
+            // A canary: the server process has it, guests must never see it.
+            .env("WASM_MCP_CANARY", "should-not-be-visible")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("spawn wasm-mcp");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Server { child, stdin, lines: rx, next_id: 1, notifications: Vec::new(), garbage: Vec::new() }
+    }
+
+    /// Spawn and complete the initialize handshake.
+    pub fn start(worktree: &Path, plugins: &Path, extra: &[&str]) -> (Server, Value) {
+        let mut s = Server::spawn(worktree, plugins, extra);
+        let init = s.initialize();
+        (s, init)
+    }
+
+    pub fn initialize(&mut self) -> Value {
+        let r = self.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "wasm-mcp-tests", "version": "0"}
+            }),
+        );
+        self.notify("notifications/initialized", json!({}));
+        r
+    }
+
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin closed");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.send_raw(&msg.to_string());
+    }
+
+    /// Send a request and wait for its response (the whole JSON-RPC object).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&msg.to_string());
+        self.wait_response(id, READ_TIMEOUT).unwrap_or_else(|| panic!("no response to {method} (id {id})"))
+    }
+
+    /// Next message of any kind, or None on timeout/EOF.
+    pub fn next_message(&mut self, timeout: Duration) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => return Some(v),
+                    Err(_) => self.garbage.push(line),
+                },
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    pub fn wait_response(&mut self, id: u64, timeout: Duration) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let msg = self.next_message(left)?;
+            if msg.get("id") == Some(&json!(id)) && msg.get("method").is_none() {
+                return Some(msg);
+            }
+            self.notifications.push(msg);
+        }
+    }
+
+    /// Wait for a notification with this method.
+    pub fn wait_notification(&mut self, method: &str, timeout: Duration) -> Option<Value> {
+        if let Some(i) = self.notifications.iter().position(|n| n["method"] == method) {
+            return Some(self.notifications.remove(i));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let msg = self.next_message(left)?;
+            if msg["method"] == method {
+                return Some(msg);
+            }
+            self.notifications.push(msg);
+        }
+    }
+
+    /// tools/call → the `result` object (panics on a JSON-RPC error).
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        let r = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        match r.get("result") {
+            Some(res) => res.clone(),
+            None => panic!("tools/call {tool} returned a protocol error: {r}"),
+        }
+    }
+
+    /// Every tool over all pages.
+    pub fn list_all_tools(&mut self) -> Vec<Value> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..100 {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let r = self.request("tools/list", params);
+            let res = &r["result"];
+            tools.extend(res["tools"].as_array().expect("tools array").iter().cloned());
+            match res.get("nextCursor").and_then(|c| c.as_str()) {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return tools,
+            }
+        }
+        panic!("tools/list did not terminate within 100 pages");
+    }
+
+    /// Still answering? (ping round-trip)
+    pub fn alive(&mut self) -> bool {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send_raw(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}).to_string());
+        self.wait_response(id, Duration::from_secs(20)).is_some_and(|r| r.get("result").is_some())
+    }
+
+    /// Close stdin and wait for a clean exit.
+    pub fn shutdown(mut self) -> std::process::ExitStatus {
+        self.stdin.take();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(self.garbage.is_empty(), "non-JSON lines on stdout: {:?}", self.garbage);
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("server did not exit after stdin closed");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The text of the first content block of a tool result.
+pub fn text_of(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+pub fn is_error(result: &Value) -> bool {
+    result["isError"] == json!(true)
+}
