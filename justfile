@@ -16,3 +16,9 @@ run-task task="tasks/sample.toml" *args="": build
 # The whole test suite (what CI runs).
 test: plugins
     cargo test --workspace --no-fail-fast
+    cargo test --manifest-path plugins/Cargo.toml
+
+# Benchmarks (release build): ours vs the Python FastMCP baseline, start-up, instantiation, concurrency.
+bench *args="": plugins
+    bash scripts/bench-baseline-venv.sh
+    cargo run --release -p wasm-mcp-bench -- {{args}}

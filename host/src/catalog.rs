@@ -5,14 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
-use serde_json::Value;
+use anyhow::{bail, Result};
+use rmcp::model::{Tool, ToolAnnotations};
+use wasm_mcp_protocol::{cap_description, compile_schema, parse_object_schema, valid_tool_name};
 
 use crate::plugin::{Plugin, RawTool};
-
-/// Longest description passed on to clients.
-pub const MAX_DESCRIPTION: usize = 2000;
 
 /// One published tool.
 pub struct CatalogTool {
@@ -37,41 +34,21 @@ pub struct Catalog {
     pub rejections: Vec<Rejection>,
 }
 
-fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-fn parse_object_schema(text: &str, what: &str) -> Result<JsonObject> {
-    let v: Value = serde_json::from_str(text).with_context(|| format!("{what} is not valid JSON"))?;
-    let Value::Object(obj) = v else { bail!("{what} is not a JSON object") };
-    if obj.get("type") != Some(&Value::String("object".into())) {
-        bail!("{what} must have \"type\": \"object\" at the top level");
-    }
-    Ok(obj)
-}
-
-fn compile(obj: &JsonObject, what: &str) -> Result<jsonschema::Validator> {
-    jsonschema::validator_for(&Value::Object(obj.clone())).map_err(|e| anyhow::anyhow!("{what} is not a valid JSON Schema: {e}"))
-}
-
 fn build_tool(raw: &RawTool, plugin: &Arc<Plugin>) -> Result<CatalogTool> {
-    if !valid_name(&raw.name) {
+    if !valid_tool_name(&raw.name) {
         bail!("tool name {:?} is not [A-Za-z0-9_-]{{1,64}}", raw.name);
     }
     let input_schema = parse_object_schema(&raw.input_schema, "input-schema")?;
-    let input = compile(&input_schema, "input-schema")?;
+    let input = compile_schema(&input_schema, "input-schema")?;
     let (output_schema, output) = match &raw.output_schema {
         Some(text) => {
             let obj = parse_object_schema(text, "output-schema")?;
-            let v = compile(&obj, "output-schema")?;
+            let v = compile_schema(&obj, "output-schema")?;
             (Some(obj), Some(v))
         }
         None => (None, None),
     };
-    let mut description = raw.description.clone();
-    if description.chars().count() > MAX_DESCRIPTION {
-        description = description.chars().take(MAX_DESCRIPTION).collect();
-    }
+    let description = cap_description(&raw.description);
     let mut annotations = ToolAnnotations::new()
         .read_only(raw.read_only)
         .destructive(raw.destructive)
@@ -155,53 +132,4 @@ impl Catalog {
     }
 }
 
-/// Opaque pagination cursor: catalog version + offset, base64url.
-pub fn encode_cursor(version: u64, offset: usize) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("v1:{version}:{offset}"))
-}
-
-/// Decode a cursor made by [`encode_cursor`].
-pub fn decode_cursor(cursor: &str) -> Option<(u64, usize)> {
-    use base64::Engine as _;
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).ok()?;
-    let text = String::from_utf8(raw).ok()?;
-    let mut parts = text.split(':');
-    if parts.next()? != "v1" {
-        return None;
-    }
-    let version = parts.next()?.parse().ok()?;
-    let offset = parts.next()?.parse().ok()?;
-    parts.next().is_none().then_some((version, offset))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursor_roundtrip_and_garbage() {
-        let c = encode_cursor(7, 50);
-        assert_eq!(decode_cursor(&c), Some((7, 50)));
-        assert_eq!(decode_cursor("not-a-cursor"), None);
-        assert_eq!(decode_cursor(""), None);
-        use base64::Engine as _;
-        let extra = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("v1:1:2:3");
-        assert_eq!(decode_cursor(&extra), None);
-    }
-
-    #[test]
-    fn names_and_schemas_are_checked() {
-        assert!(valid_name("read_file"));
-        assert!(valid_name("a-b_C9"));
-        assert!(!valid_name(""));
-        assert!(!valid_name("has space"));
-        assert!(!valid_name(&"x".repeat(65)));
-        assert!(parse_object_schema(r#"{"type":"object"}"#, "s").is_ok());
-        assert!(parse_object_schema(r#"{"type":"string"}"#, "s").is_err());
-        assert!(parse_object_schema(r#"[1]"#, "s").is_err());
-        assert!(parse_object_schema(r#"{"type":"object""#, "s").is_err());
-        let bad = parse_object_schema(r#"{"type":"object","properties":{"a":{"type":"nope"}}}"#, "s").unwrap();
-        assert!(compile(&bad, "s").is_err());
-    }
-}
+pub use wasm_mcp_protocol::{decode_cursor, encode_cursor};

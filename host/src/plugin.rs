@@ -148,6 +148,14 @@ impl Plugin {
             .collect())
     }
 
+    /// Build a store and instantiate without calling anything: the fixed
+    /// cost every call pays (used by the benchmarks).
+    pub async fn instantiate_only(&self, sandbox: &Sandbox) -> Result<(), CallError> {
+        let mut store = sandbox.new_store(true).map_err(|e| CallError::Host(format!("{e:#}")))?;
+        self.pre.instantiate_async(&mut store).await.map_err(|e| classify_trap(e, sandbox))?;
+        Ok(())
+    }
+
     /// Run one tool call in a fresh instance. Returns the JSON text result.
     pub async fn call(&self, sandbox: &Sandbox, tool: &str, args_json: &str) -> Result<String, CallError> {
         let mut store = sandbox.new_store(true).map_err(|e| CallError::Host(format!("{e:#}")))?;

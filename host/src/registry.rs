@@ -144,9 +144,8 @@ impl Registry {
     /// Validate and run one call against the given catalog snapshot.
     pub async fn call(&self, catalog: &Catalog, name: &str, args: Value) -> Option<Outcome> {
         let tool = catalog.get(name)?;
-        let errors: Vec<String> = tool.input.iter_errors(&args).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-        if !errors.is_empty() {
-            return Some(Outcome::InvalidArguments(errors.join("; ")));
+        if let Err(e) = wasm_mcp_protocol::validate(&tool.input, &args) {
+            return Some(Outcome::InvalidArguments(e));
         }
         let _permit = self.permits.acquire().await.expect("semaphore closed");
         let args_text = args.to_string();
@@ -158,21 +157,9 @@ impl Registry {
                 tracing::info!(tool = name, kind = e.kind(), elapsed_us, "call failed: {e}");
                 Outcome::Failed(e)
             }
-            Ok(text) => match serde_json::from_str::<Value>(&text) {
-                Ok(v @ Value::Object(_)) => match &tool.output {
-                    Some(schema) => {
-                        let errs: Vec<String> =
-                            schema.iter_errors(&v).take(5).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-                        if errs.is_empty() {
-                            Outcome::Ok(v)
-                        } else {
-                            Outcome::ContractViolation(format!("result does not match the tool's outputSchema: {}", errs.join("; ")))
-                        }
-                    }
-                    None => Outcome::Ok(v),
-                },
-                Ok(_) => Outcome::ContractViolation("result is not a JSON object".into()),
-                Err(e) => Outcome::ContractViolation(format!("result is not valid JSON: {e}")),
+            Ok(text) => match wasm_mcp_protocol::check_result(&text, tool.output.as_ref()) {
+                Ok(v) => Outcome::Ok(v),
+                Err(e) => Outcome::ContractViolation(e),
             },
         };
         tracing::debug!(tool = name, elapsed_us, "call done");

@@ -68,7 +68,7 @@ impl Server {
             .arg("--cache-dir")
             .arg(cache_dir())
             .args(extra)
-            .env("WASM_MCP_LOG", "info")
+            .env("WASM_MCP_LOG", "warn")
             // A canary: the server process has it, guests must never see it.
             .env("WASM_MCP_CANARY", "should-not-be-visible")
             .stdin(Stdio::piped())

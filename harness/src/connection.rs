@@ -1,0 +1,441 @@
+//! One MCP client connection, owned by a single task that opens and closes it.
+//!
+//! [`Connection::open`] spawns the owner task, which opens the byte stream via a
+//! [`Connector`] (a child process from the policy, or an in-process stream in
+//! tests), runs `initialize`, checks the negotiated protocol version against the
+//! policy's allowlist and requires the `tools` capability. Everyone else holds a
+//! cloneable [`ConnectionHandle`] that sends requests; only the owner closes.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProtocolVersion};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient};
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{oneshot, watch, Notify};
+
+use crate::faults::CallFault;
+use crate::policy::LaunchSpec;
+use crate::BoxFut;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot start server `{server}` ({program}): {source}")]
+    Spawn {
+        server: String,
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("server `{server}`: initialize failed: {message}")]
+    Initialize { server: String, message: String },
+    #[error("server `{server}`: initialize timed out after {timeout:?}")]
+    InitTimeout { server: String, timeout: Duration },
+    #[error("server `{server}` negotiated protocol version {negotiated}, allowed: {allowed:?}")]
+    VersionRejected {
+        server: String,
+        negotiated: String,
+        allowed: Vec<String>,
+    },
+    #[error("server `{server}` does not advertise the tools capability")]
+    NoToolsCapability { server: String },
+    #[error("server `{server}`: {message}")]
+    Other { server: String, message: String },
+}
+
+/// The byte stream to a server, plus the child process if there is one.
+pub struct Conduit {
+    pub reader: Box<dyn AsyncRead + Send + Unpin>,
+    pub writer: Box<dyn AsyncWrite + Send + Unpin>,
+    pub child: Option<tokio::process::Child>,
+}
+
+/// Opens a fresh byte stream to a server (called again on reconnect).
+pub trait Connector: Send + Sync {
+    fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>>;
+}
+
+/// A connector from a closure (in-process servers, tests).
+pub struct FnConnector<F>(pub F);
+
+impl<F> Connector for FnConnector<F>
+where
+    F: Fn() -> Result<Conduit, ConnectError> + Send + Sync,
+{
+    fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>> {
+        let r = (self.0)();
+        Box::pin(async move { r })
+    }
+}
+
+/// Spawns the policy's command: cleared env (only the listed vars + HOME), cwd
+/// from the policy, stderr appended to a log file in the task's runtime dir.
+pub struct ChildConnector {
+    pub server_id: String,
+    pub spec: LaunchSpec,
+    pub stderr_log: Option<PathBuf>,
+}
+
+impl Connector for ChildConnector {
+    fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>> {
+        Box::pin(async move {
+            let spawn_err = |source| ConnectError::Spawn {
+                server: self.server_id.clone(),
+                program: self.spec.program.clone(),
+                source,
+            };
+            let stderr = match &self.stderr_log {
+                Some(p) => Stdio::from(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(p)
+                        .map_err(spawn_err)?,
+                ),
+                None => Stdio::inherit(),
+            };
+            let mut cmd = tokio::process::Command::new(&self.spec.program);
+            cmd.args(&self.spec.args)
+                .current_dir(&self.spec.cwd)
+                .env_clear()
+                .envs(&self.spec.env)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(stderr)
+                .kill_on_drop(true);
+            let mut child = cmd.spawn().map_err(spawn_err)?;
+            let stdin = child.stdin.take().expect("piped stdin");
+            let stdout = child.stdout.take().expect("piped stdout");
+            Ok(Conduit {
+                reader: Box::new(stdout),
+                writer: Box::new(stdin),
+                child: Some(child),
+            })
+        })
+    }
+}
+
+/// Client-side handler: records `notifications/tools/list_changed`.
+#[derive(Clone)]
+pub struct HarnessClient {
+    config: ClientConfig,
+    list_changed: Arc<AtomicBool>,
+    notify: Arc<Notify>,
+}
+
+impl ClientHandler for HarnessClient {
+    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        tracing::info!("server sent notifications/tools/list_changed");
+        self.list_changed.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+}
+
+/// What the handshake established.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServerFacts {
+    pub protocol_version: String,
+    pub server_name: Option<String>,
+    pub tools_list_changed: bool,
+}
+
+/// Why the connection ended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum ConnState {
+    Open,
+    Closed,
+    /// Transport closed or the child exited without being asked to.
+    Lost(String),
+}
+
+struct Inner {
+    server_id: String,
+    peer: Peer<RoleClient>,
+    facts: ServerFacts,
+    state: watch::Receiver<ConnState>,
+    close_tx: Mutex<Option<oneshot::Sender<()>>>,
+    owner: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    list_changed: Arc<AtomicBool>,
+    notify: Arc<Notify>,
+}
+
+/// Cloneable handle; requests go through the peer, lifecycle through the owner.
+#[derive(Clone)]
+pub struct ConnectionHandle(Arc<Inner>);
+
+pub struct Connection;
+
+impl Connection {
+    /// Open a connection: spawn the owner task, handshake, check version + capability.
+    pub async fn open(
+        server_id: &str,
+        connector: Arc<dyn Connector>,
+        allowed_versions: &[String],
+        init_timeout: Duration,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        let server = server_id.to_string();
+        let preferred: ProtocolVersion = serde_json::from_value(Value::String(
+            allowed_versions.first().cloned().unwrap_or_default(),
+        ))
+        .map_err(|e| ConnectError::Other {
+            server: server.clone(),
+            message: format!("bad protocol version: {e}"),
+        })?;
+        let list_changed = Arc::new(AtomicBool::new(false));
+        let notify = Arc::new(Notify::new());
+        let client = HarnessClient {
+            config: ClientConfig::new(
+                ClientCapabilities::default(),
+                Implementation::new("wasm-mcp-harness", env!("CARGO_PKG_VERSION")),
+            )
+            .with_protocol_version(preferred),
+            list_changed: list_changed.clone(),
+            notify: notify.clone(),
+        };
+        let allowed = allowed_versions.to_vec();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (close_tx, close_rx) = oneshot::channel::<()>();
+        let (state_tx, state_rx) = watch::channel(ConnState::Open);
+        let srv = server.clone();
+        let owner = tokio::spawn(async move {
+            owner_task(srv, connector, client, allowed, init_timeout, ready_tx, close_rx, state_tx)
+                .await
+        });
+        let (peer, facts) = match ready_rx.await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                let _ = owner.await;
+                return Err(e);
+            }
+            Err(_) => {
+                return Err(ConnectError::Other {
+                    server,
+                    message: "connection owner task died".into(),
+                })
+            }
+        };
+        Ok(ConnectionHandle(Arc::new(Inner {
+            server_id: server,
+            peer,
+            facts,
+            state: state_rx,
+            close_tx: Mutex::new(Some(close_tx)),
+            owner: tokio::sync::Mutex::new(Some(owner)),
+            list_changed,
+            notify,
+        })))
+    }
+}
+
+type Ready = Result<(Peer<RoleClient>, ServerFacts), ConnectError>;
+
+#[allow(clippy::too_many_arguments)]
+async fn owner_task(
+    server: String,
+    connector: Arc<dyn Connector>,
+    client: HarnessClient,
+    allowed: Vec<String>,
+    init_timeout: Duration,
+    ready: oneshot::Sender<Ready>,
+    mut close_rx: oneshot::Receiver<()>,
+    state: watch::Sender<ConnState>,
+) {
+    let conduit = match connector.open().await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let Conduit {
+        reader,
+        writer,
+        mut child,
+    } = conduit;
+    let mut service = match tokio::time::timeout(init_timeout, client.serve((reader, writer))).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            let _ = ready.send(Err(ConnectError::Initialize {
+                server,
+                message: e.to_string(),
+            }));
+            kill(child).await;
+            return;
+        }
+        Err(_) => {
+            let _ = ready.send(Err(ConnectError::InitTimeout {
+                server,
+                timeout: init_timeout,
+            }));
+            kill(child).await;
+            return;
+        }
+    };
+    let checked = check_handshake(&server, &service.peer().clone(), &allowed);
+    match checked {
+        Ok(facts) => {
+            if ready.send(Ok((service.peer().clone(), facts))).is_err() {
+                let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+                kill(child).await;
+                return;
+            }
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+            kill(child).await;
+            return;
+        }
+    }
+
+    let peer = service.peer().clone();
+    let mut poll = tokio::time::interval(Duration::from_millis(50));
+    let end = loop {
+        tokio::select! {
+            _ = &mut close_rx => break ConnState::Closed,
+            status = wait_child(&mut child) => {
+                break ConnState::Lost(format!("server process exited: {status}"));
+            }
+            _ = poll.tick() => {
+                if peer.is_transport_closed() || service.is_closed() {
+                    break ConnState::Lost("transport closed".into());
+                }
+            }
+        }
+    };
+    tracing::debug!(server, ?end, "closing MCP connection");
+    let _ = state.send(end);
+    let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+    if let Some(mut c) = child.take() {
+        // stdin is closed now; give the server a moment to exit, then kill.
+        if tokio::time::timeout(Duration::from_secs(2), c.wait()).await.is_err() {
+            let _ = c.kill().await;
+        }
+    }
+}
+
+async fn wait_child(child: &mut Option<tokio::process::Child>) -> String {
+    match child {
+        Some(c) => match c.wait().await {
+            Ok(s) => s.to_string(),
+            Err(e) => e.to_string(),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+async fn kill(child: Option<tokio::process::Child>) {
+    if let Some(mut c) = child {
+        let _ = c.kill().await;
+    }
+}
+
+fn check_handshake(
+    server: &str,
+    peer: &Peer<RoleClient>,
+    allowed: &[String],
+) -> Result<ServerFacts, ConnectError> {
+    let info = peer.peer_info().ok_or_else(|| ConnectError::Other {
+        server: server.into(),
+        message: "no server info after initialize".into(),
+    })?;
+    let negotiated = info.protocol_version.to_string();
+    if !allowed.contains(&negotiated) {
+        return Err(ConnectError::VersionRejected {
+            server: server.into(),
+            negotiated,
+            allowed: allowed.to_vec(),
+        });
+    }
+    let Some(tools) = &info.capabilities.tools else {
+        return Err(ConnectError::NoToolsCapability {
+            server: server.into(),
+        });
+    };
+    Ok(ServerFacts {
+        protocol_version: negotiated,
+        server_name: info.server_info.as_ref().map(|i| i.name.clone()),
+        tools_list_changed: tools.list_changed.unwrap_or(false),
+    })
+}
+
+impl ConnectionHandle {
+    pub fn server_id(&self) -> &str {
+        &self.0.server_id
+    }
+
+    pub fn facts(&self) -> &ServerFacts {
+        &self.0.facts
+    }
+
+    pub fn state(&self) -> ConnState {
+        self.0.state.borrow().clone()
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.state() == ConnState::Open && !self.0.peer.is_transport_closed()
+    }
+
+    /// True once since the last call if the server sent `tools/list_changed`.
+    pub fn take_list_changed(&self) -> bool {
+        self.0.list_changed.swap(false, Ordering::SeqCst)
+    }
+
+    pub fn list_changed_pending(&self) -> bool {
+        self.0.list_changed.load(Ordering::SeqCst)
+    }
+
+    /// Wait until a `list_changed` notification arrives (tests, watchers).
+    pub async fn list_changed_notified(&self) {
+        let n = self.0.notify.notified();
+        if self.list_changed_pending() {
+            return;
+        }
+        n.await
+    }
+
+    /// Send one request with a timeout; the result is the raw JSON of the response.
+    /// (Raw JSON, not rmcp's typed results, so malformed tools can be reported
+    /// precisely and no client-side response cache is involved.)
+    pub async fn request(&self, req: ClientRequest, timeout: Duration) -> Result<Value, CallFault> {
+        if !self.is_alive() {
+            return Err(CallFault::Disconnected);
+        }
+        let fut = async {
+            let handle = self
+                .0
+                .peer
+                .send_request_with_option(req, PeerRequestOptions::with_timeout(timeout))
+                .await
+                .map_err(|e| CallFault::from_service(e, timeout))?;
+            handle
+                .await_response()
+                .await
+                .map_err(|e| CallFault::from_service(e, timeout))
+        };
+        // Belt and braces: rmcp enforces the timeout; this bounds it regardless.
+        let result = match tokio::time::timeout(timeout + Duration::from_millis(500), fut).await {
+            Ok(r) => r?,
+            Err(_) => return Err(CallFault::Timeout(timeout)),
+        };
+        serde_json::to_value(result).map_err(|e| CallFault::Protocol(e.to_string()))
+    }
+
+    /// Ask the owner task to close, and wait for it (child reaped).
+    pub async fn close(&self) {
+        if let Some(tx) = self.0.close_tx.lock().unwrap().take() {
+            let _ = tx.send(());
+        }
+        if let Some(owner) = self.0.owner.lock().await.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), owner).await;
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! `tools/list` discovery with hard limits and schema checks.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{ClientRequest, ListToolsRequest, PaginatedRequestParams};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::connection::ConnectionHandle;
+use crate::faults::CallFault;
+use crate::policy::ServerPolicy;
+
+pub const MAX_PAGES: usize = 100;
+pub const MAX_TOOLS: usize = 1000;
+pub const MAX_DESCRIPTION_CHARS: usize = 2000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error("tools/list request failed: {0}")]
+    Request(#[from] CallFault),
+    #[error("malformed tools/list result: {0}")]
+    Malformed(String),
+    #[error("duplicate tool name `{0}`")]
+    DuplicateName(String),
+    #[error("server repeated cursor `{0}`")]
+    RepeatedCursor(String),
+    #[error("more than {MAX_PAGES} tools/list pages")]
+    TooManyPages,
+    #[error("more than {MAX_TOOLS} tools")]
+    TooManyTools,
+    #[error("tool `{tool}`: inputSchema is not a JSON object schema")]
+    NonObjectInputSchema { tool: String },
+    #[error("tool `{tool}`: outputSchema is not a JSON object schema")]
+    NonObjectOutputSchema { tool: String },
+    #[error("tool `{tool}`: invalid {which} schema: {message}")]
+    InvalidSchema {
+        tool: String,
+        which: &'static str,
+        message: String,
+    },
+    #[error("allowed tools missing on server: {0:?}")]
+    MissingAllowedTools(Vec<String>),
+}
+
+/// A tool exactly as listed by the server (fields kept as raw JSON).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawTool {
+    pub name: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub input_schema: Value,
+    #[serde(default)]
+    pub output_schema: Option<Value>,
+    #[serde(default)]
+    pub annotations: Option<Value>,
+}
+
+/// A tool that passed discovery: exposed by policy, schemas compiled.
+#[derive(Clone)]
+pub struct DiscoveredTool {
+    pub server_id: String,
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub output_schema: Option<Value>,
+    pub input_validator: Arc<jsonschema::Validator>,
+    pub output_validator: Option<Arc<jsonschema::Validator>>,
+    /// Hints only; never used for permission decisions.
+    pub annotations: Option<Value>,
+}
+
+impl std::fmt::Debug for DiscoveredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscoveredTool")
+            .field("server_id", &self.server_id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Fetch every page of `tools/list`.
+pub async fn list_all(
+    conn: &ConnectionHandle,
+    timeout: Duration,
+) -> Result<Vec<RawTool>, DiscoveryError> {
+    let mut tools = Vec::new();
+    let mut seen_cursors = HashSet::new();
+    let mut cursor: Option<String> = None;
+    for page in 0.. {
+        if page >= MAX_PAGES {
+            return Err(DiscoveryError::TooManyPages);
+        }
+        let params = cursor
+            .clone()
+            .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let req = ClientRequest::ListToolsRequest(match params {
+            Some(p) => ListToolsRequest::with_param(p),
+            None => ListToolsRequest::default(),
+        });
+        let result = conn.request(req, timeout).await?;
+        let obj = result
+            .as_object()
+            .ok_or_else(|| DiscoveryError::Malformed("result is not an object".into()))?;
+        let page_tools = obj
+            .get("tools")
+            .and_then(Value::as_array)
+            .ok_or_else(|| DiscoveryError::Malformed("missing `tools` array".into()))?;
+        for t in page_tools {
+            if tools.len() >= MAX_TOOLS {
+                return Err(DiscoveryError::TooManyTools);
+            }
+            let raw: RawTool = serde_json::from_value(t.clone())
+                .map_err(|e| DiscoveryError::Malformed(format!("tool entry: {e}")))?;
+            tools.push(raw);
+        }
+        match obj.get("nextCursor") {
+            None | Some(Value::Null) => break,
+            Some(Value::String(c)) => {
+                if !seen_cursors.insert(c.clone()) {
+                    return Err(DiscoveryError::RepeatedCursor(c.clone()));
+                }
+                cursor = Some(c.clone());
+            }
+            Some(other) => {
+                return Err(DiscoveryError::Malformed(format!("nextCursor: {other}")));
+            }
+        }
+    }
+    Ok(tools)
+}
+
+fn is_object_schema(v: &Value) -> bool {
+    match v.as_object() {
+        Some(o) => match o.get("type") {
+            None => true,
+            Some(Value::String(t)) => t == "object",
+            Some(_) => false,
+        },
+        None => false,
+    }
+}
+
+fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// Apply policy and checks to a raw listing.
+///
+/// Duplicates and limits are checked over the whole listing; schema checks only
+/// for tools the policy exposes (a broken tool that is never exposed does not
+/// break the task).
+pub fn select(
+    policy: &ServerPolicy,
+    raw: Vec<RawTool>,
+) -> Result<Vec<DiscoveredTool>, DiscoveryError> {
+    let mut names = HashSet::new();
+    for t in &raw {
+        if !names.insert(t.name.clone()) {
+            return Err(DiscoveryError::DuplicateName(t.name.clone()));
+        }
+    }
+    let missing: Vec<String> = policy
+        .required_tools()
+        .into_iter()
+        .filter(|t| !names.contains(*t))
+        .map(str::to_string)
+        .collect();
+    if !missing.is_empty() {
+        return Err(DiscoveryError::MissingAllowedTools(missing));
+    }
+    let mut out = Vec::new();
+    for t in raw {
+        if !policy.is_exposed(&t.name) {
+            continue;
+        }
+        if !is_object_schema(&t.input_schema) {
+            return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
+        }
+        let input_validator = jsonschema::validator_for(&t.input_schema).map_err(|e| {
+            DiscoveryError::InvalidSchema {
+                tool: t.name.clone(),
+                which: "input",
+                message: e.to_string(),
+            }
+        })?;
+        let output_validator = match &t.output_schema {
+            None | Some(Value::Null) => None,
+            Some(s) if !is_object_schema(s) => {
+                return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
+            }
+            Some(s) => Some(Arc::new(jsonschema::validator_for(s).map_err(|e| {
+                DiscoveryError::InvalidSchema {
+                    tool: t.name.clone(),
+                    which: "output",
+                    message: e.to_string(),
+                }
+            })?)),
+        };
+        let description = truncate_chars(
+            t.description.as_deref().or(t.title.as_deref()).unwrap_or(""),
+            MAX_DESCRIPTION_CHARS,
+        );
+        out.push(DiscoveredTool {
+            server_id: policy.id.clone(),
+            name: t.name,
+            description,
+            input_schema: t.input_schema,
+            output_schema: t.output_schema.filter(|v| !v.is_null()),
+            input_validator: Arc::new(input_validator),
+            output_validator,
+            annotations: t.annotations,
+        });
+    }
+    Ok(out)
+}
+
+/// `list_all` + `select`.
+pub async fn discover(
+    conn: &ConnectionHandle,
+    policy: &ServerPolicy,
+) -> Result<Vec<DiscoveredTool>, DiscoveryError> {
+    let raw = list_all(conn, policy.request_timeout()).await?;
+    select(policy, raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+    use serde_json::json;
+
+    fn policy(allowed: &[&str]) -> ServerPolicy {
+        let toml = format!(
+            "[[servers]]\nid='ws'\ncommand='x'\nargs=['--worktree','{{worktree}}']\nallowed_tools={allowed:?}\ndenied_tools=['secret']\n"
+        );
+        Policy::from_toml(&toml).unwrap().servers.remove(0)
+    }
+
+    fn raw(name: &str, schema: Value) -> RawTool {
+        serde_json::from_value(json!({"name": name, "description": "d", "inputSchema": schema}))
+            .unwrap()
+    }
+
+    fn obj() -> Value {
+        json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+    }
+
+    #[test]
+    fn filters_deny_first_and_builds_validators() {
+        let p = policy(&["a", "secret"]);
+        let got = select(&p, vec![raw("a", obj()), raw("b", obj()), raw("secret", obj())]).unwrap();
+        let names: Vec<_> = got.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a"], "b unlisted, secret denied");
+        assert!(got[0].input_validator.is_valid(&json!({"path": "x"})));
+        assert!(!got[0].input_validator.is_valid(&json!({"path": 3})));
+    }
+
+    #[test]
+    fn errors() {
+        let p = policy(&["a"]);
+        assert!(matches!(
+            select(&p, vec![raw("a", obj()), raw("a", obj())]),
+            Err(DiscoveryError::DuplicateName(n)) if n == "a"
+        ));
+        assert!(matches!(
+            select(&p, vec![raw("a", json!({"type": "string"}))]),
+            Err(DiscoveryError::NonObjectInputSchema { .. })
+        ));
+        assert!(matches!(
+            select(&p, vec![raw("a", json!(true))]),
+            Err(DiscoveryError::NonObjectInputSchema { .. })
+        ));
+        assert!(matches!(
+            select(&p, vec![raw("a", json!({"type": "object", "properties": {"x": {"type": 12}}}))]),
+            Err(DiscoveryError::InvalidSchema { which: "input", .. })
+        ));
+        assert!(matches!(
+            select(&p, vec![raw("z", obj())]),
+            Err(DiscoveryError::MissingAllowedTools(m)) if m == ["a"]
+        ));
+        // Unexposed broken tool is ignored.
+        assert!(select(&p, vec![raw("a", obj()), raw("junk", json!(5))]).is_ok());
+    }
+
+    #[test]
+    fn description_capped() {
+        let p = policy(&["a"]);
+        let mut t = raw("a", obj());
+        t.description = Some("é".repeat(5000));
+        let got = select(&p, vec![t]).unwrap();
+        assert_eq!(got[0].description.chars().count(), MAX_DESCRIPTION_CHARS);
+    }
+}

@@ -1,0 +1,567 @@
+//! Policy: the only source of MCP server launch configs and tool permissions.
+//!
+//! Two file shapes are accepted:
+//! - TOML (`[[servers]]` tables, see `policy/default.toml`), and
+//! - the common JSON `{"mcpServers": {"<id>": {"command": .., "args": [..]}}}` shape
+//!   (camelCase or snake_case keys).
+//!
+//! The model can never choose a command, cwd or env: those come from here, with
+//! `{worktree}`, `{runtime_dir}` and `{repo}` expanded by the harness.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Protocol version used when a server entry lists none.
+pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-11-25";
+const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid policy syntax: {0}")]
+    Syntax(String),
+    #[error("server `{server}`: {message}")]
+    Invalid { server: String, message: String },
+    #[error("policy: {0}")]
+    Global(String),
+    #[error("unknown placeholder `{{{0}}}` (known: worktree, runtime_dir, repo)")]
+    UnknownPlaceholder(String),
+    #[error("unterminated placeholder in `{0}`")]
+    Unterminated(String),
+}
+
+/// How a tool call is approved. Annotations from the server are hints only;
+/// this is what decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    Auto,
+    Deny,
+    /// Ask the approver; the non-interactive approver answers with `approver.ask_default`.
+    #[default]
+    Ask,
+}
+
+/// What to do with non-text content blocks (images, audio, embedded resources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ArtifactMode {
+    /// Decode and store as a file in the task's runtime dir; the model gets a reference.
+    #[default]
+    Store,
+    /// Refuse: the model gets an error text instead of the content.
+    Refuse,
+}
+
+/// Per-tool policy.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPolicy {
+    #[serde(default)]
+    pub approval: Approval,
+    /// Declared by the policy, not by the server's annotations.
+    #[serde(default, alias = "readOnly")]
+    pub read_only: bool,
+    #[serde(default)]
+    pub idempotent: bool,
+}
+
+impl ToolPolicy {
+    /// Timeouts/disconnects are retried automatically only for tools the policy
+    /// marks read-only *and* idempotent.
+    pub fn retry_allowed(&self) -> bool {
+        self.read_only && self.idempotent
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerPolicy {
+    pub id: String,
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Defaults to `{worktree}`.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The child's complete environment (plus `HOME` = runtime dir). Nothing is inherited.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, alias = "allowedTools")]
+    pub allowed_tools: Vec<String>,
+    /// Wins over `allowed_tools`.
+    #[serde(default, alias = "deniedTools")]
+    pub denied_tools: Vec<String>,
+    #[serde(default = "default_versions", alias = "protocolVersions")]
+    pub protocol_versions: Vec<String>,
+    #[serde(default = "default_timeout_ms", alias = "requestTimeoutMs")]
+    pub request_timeout_ms: u64,
+    #[serde(default)]
+    pub artifacts: ArtifactMode,
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolPolicy>,
+}
+
+fn default_versions() -> Vec<String> {
+    vec![DEFAULT_PROTOCOL_VERSION.to_string()]
+}
+fn default_timeout_ms() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+impl ServerPolicy {
+    /// Deny-first exposure: listed in `allowed_tools` and not in `denied_tools`.
+    pub fn is_exposed(&self, tool: &str) -> bool {
+        !self.denied_tools.iter().any(|t| t == tool) && self.allowed_tools.iter().any(|t| t == tool)
+    }
+
+    /// Tools that must be present on the server (allowed and not denied).
+    pub fn required_tools(&self) -> Vec<&str> {
+        self.allowed_tools
+            .iter()
+            .filter(|t| self.is_exposed(t))
+            .map(String::as_str)
+            .collect()
+    }
+
+    pub fn tool_policy(&self, tool: &str) -> ToolPolicy {
+        self.tools.get(tool).cloned().unwrap_or_default()
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    /// Resolve the launch spec for one task. Relative commands containing a `/`
+    /// are taken relative to the repo root.
+    pub fn launch_spec(&self, ph: &Placeholders) -> Result<LaunchSpec, PolicyError> {
+        let cmd = ph.expand(&self.command)?;
+        let program = if cmd.contains('/') && Path::new(&cmd).is_relative() {
+            ph.repo.join(&cmd)
+        } else {
+            PathBuf::from(cmd)
+        };
+        let args = self
+            .args
+            .iter()
+            .map(|a| ph.expand(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cwd = PathBuf::from(ph.expand(self.cwd.as_deref().unwrap_or("{worktree}"))?);
+        let mut env = BTreeMap::new();
+        for (k, v) in &self.env {
+            env.insert(k.clone(), ph.expand(v)?);
+        }
+        env.insert("HOME".into(), ph.runtime_dir.display().to_string());
+        Ok(LaunchSpec {
+            program,
+            args,
+            cwd,
+            env,
+        })
+    }
+
+    fn validate(&self) -> Result<(), PolicyError> {
+        let bad = |message: String| PolicyError::Invalid {
+            server: self.id.clone(),
+            message,
+        };
+        if self.id.is_empty()
+            || !self
+                .id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(bad("id must be non-empty [A-Za-z0-9_-]".into()));
+        }
+        if self.command.trim().is_empty() {
+            return Err(bad("command is empty".into()));
+        }
+        let has_worktree = self
+            .args
+            .windows(2)
+            .any(|w| w[0] == "--worktree" && w[1] == "{worktree}")
+            || self.args.iter().any(|a| a == "--worktree={worktree}");
+        if !has_worktree {
+            return Err(bad("args must include `--worktree {worktree}`".into()));
+        }
+        if self.protocol_versions.is_empty() {
+            return Err(bad("protocol_versions is empty".into()));
+        }
+        if self.request_timeout_ms == 0 {
+            return Err(bad("request_timeout_ms must be > 0".into()));
+        }
+        for name in self.tools.keys() {
+            if !self.allowed_tools.contains(name) {
+                return Err(bad(format!(
+                    "tools.{name} configured but `{name}` is not in allowed_tools"
+                )));
+            }
+        }
+        // Placeholders must be known even before a task exists.
+        let probe = Placeholders {
+            worktree: "/w".into(),
+            runtime_dir: "/r".into(),
+            repo: "/p".into(),
+        };
+        probe.expand(&self.command)?;
+        for a in &self.args {
+            probe.expand(a)?;
+        }
+        if let Some(c) = &self.cwd {
+            probe.expand(c)?;
+        }
+        for v in self.env.values() {
+            probe.expand(v)?;
+        }
+        Ok(())
+    }
+}
+
+/// A fully resolved child process spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchSpec {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, String>,
+}
+
+/// Answer of the non-interactive approver to `approval = "ask"`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApproverPolicy {
+    /// `"non-interactive"` (the only built-in mode).
+    #[serde(default = "default_mode")]
+    pub mode: String,
+    /// What `ask` resolves to without a human: `"deny"` (default) or `"approve"`.
+    #[serde(default = "default_ask")]
+    pub ask_default: String,
+}
+
+fn default_mode() -> String {
+    "non-interactive".into()
+}
+fn default_ask() -> String {
+    "deny".into()
+}
+
+impl Default for ApproverPolicy {
+    fn default() -> Self {
+        Self {
+            mode: default_mode(),
+            ask_default: default_ask(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub servers: Vec<ServerPolicy>,
+    pub approver: ApproverPolicy,
+    pub max_rounds: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlPolicy {
+    #[serde(default)]
+    servers: Vec<ServerPolicy>,
+    #[serde(default)]
+    approver: ApproverPolicy,
+    #[serde(default = "default_rounds")]
+    max_rounds: usize,
+}
+
+fn default_rounds() -> usize {
+    16
+}
+
+/// JSON `mcpServers` entry: the id is the map key.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct JsonServer {
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    /// Only `"stdio"` is supported.
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default, alias = "allowed_tools")]
+    allowed_tools: Vec<String>,
+    #[serde(default, alias = "denied_tools")]
+    denied_tools: Vec<String>,
+    #[serde(default = "default_versions", alias = "protocol_versions")]
+    protocol_versions: Vec<String>,
+    #[serde(default = "default_timeout_ms", alias = "request_timeout_ms")]
+    request_timeout_ms: u64,
+    #[serde(default)]
+    artifacts: ArtifactMode,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolPolicy>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct JsonPolicy {
+    mcp_servers: BTreeMap<String, JsonServer>,
+    #[serde(default)]
+    approver: Option<ApproverPolicy>,
+    #[serde(default = "default_rounds", alias = "max_rounds")]
+    max_rounds: usize,
+}
+
+impl Policy {
+    pub fn load(path: &Path) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        if path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{') {
+            Self::from_json(&text)
+        } else {
+            Self::from_toml(&text)
+        }
+    }
+
+    pub fn from_toml(text: &str) -> Result<Self, PolicyError> {
+        let raw: TomlPolicy = toml::from_str(text).map_err(|e| PolicyError::Syntax(e.to_string()))?;
+        Self::build(raw.servers, raw.approver, raw.max_rounds)
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, PolicyError> {
+        let raw: JsonPolicy =
+            serde_json::from_str(text).map_err(|e| PolicyError::Syntax(e.to_string()))?;
+        let mut servers = Vec::new();
+        for (id, s) in raw.mcp_servers {
+            if let Some(kind) = &s.kind {
+                if kind != "stdio" {
+                    return Err(PolicyError::Invalid {
+                        server: id,
+                        message: format!("transport type `{kind}` unsupported (only stdio)"),
+                    });
+                }
+            }
+            servers.push(ServerPolicy {
+                id,
+                command: s.command,
+                args: s.args,
+                cwd: s.cwd,
+                env: s.env,
+                allowed_tools: s.allowed_tools,
+                denied_tools: s.denied_tools,
+                protocol_versions: s.protocol_versions,
+                request_timeout_ms: s.request_timeout_ms,
+                artifacts: s.artifacts,
+                tools: s.tools,
+            });
+        }
+        Self::build(servers, raw.approver.unwrap_or_default(), raw.max_rounds)
+    }
+
+    fn build(
+        servers: Vec<ServerPolicy>,
+        approver: ApproverPolicy,
+        max_rounds: usize,
+    ) -> Result<Self, PolicyError> {
+        if servers.is_empty() {
+            return Err(PolicyError::Global("no servers configured".into()));
+        }
+        let mut ids = BTreeSet::new();
+        for s in &servers {
+            s.validate()?;
+            if !ids.insert(s.id.clone()) {
+                return Err(PolicyError::Global(format!("duplicate server id `{}`", s.id)));
+            }
+        }
+        if approver.mode != "non-interactive" {
+            return Err(PolicyError::Global(format!(
+                "approver.mode `{}` unsupported (non-interactive)",
+                approver.mode
+            )));
+        }
+        if approver.ask_default != "deny" && approver.ask_default != "approve" {
+            return Err(PolicyError::Global(
+                "approver.ask_default must be `deny` or `approve`".into(),
+            ));
+        }
+        if max_rounds == 0 {
+            return Err(PolicyError::Global("max_rounds must be > 0".into()));
+        }
+        Ok(Self {
+            servers,
+            approver,
+            max_rounds,
+        })
+    }
+
+    pub fn server(&self, id: &str) -> Option<&ServerPolicy> {
+        self.servers.iter().find(|s| s.id == id)
+    }
+}
+
+/// Values substituted into `command`, `args`, `cwd` and `env` values.
+#[derive(Debug, Clone)]
+pub struct Placeholders {
+    pub worktree: PathBuf,
+    pub runtime_dir: PathBuf,
+    pub repo: PathBuf,
+}
+
+impl Placeholders {
+    /// Expand `{worktree}`, `{runtime_dir}`, `{repo}`; `{{`/`}}` are literal braces.
+    pub fn expand(&self, s: &str) -> Result<String, PolicyError> {
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while let Some(i) = rest.find(['{', '}']) {
+            out.push_str(&rest[..i]);
+            let tail = &rest[i..];
+            if tail.starts_with("{{") || tail.starts_with("}}") {
+                out.push(tail.as_bytes()[0] as char);
+                rest = &tail[2..];
+                continue;
+            }
+            if let Some(after) = tail.strip_prefix('}') {
+                out.push('}');
+                rest = after;
+                continue;
+            }
+            let end = tail
+                .find('}')
+                .ok_or_else(|| PolicyError::Unterminated(s.to_string()))?;
+            let name = &tail[1..end];
+            let value = match name {
+                "worktree" => &self.worktree,
+                "runtime_dir" => &self.runtime_dir,
+                "repo" => &self.repo,
+                other => return Err(PolicyError::UnknownPlaceholder(other.to_string())),
+            };
+            out.push_str(&value.display().to_string());
+            rest = &tail[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOML: &str = r#"
+max_rounds = 5
+[approver]
+ask_default = "deny"
+
+[[servers]]
+id = "ws"
+command = "target/debug/wasm-mcp"
+args = ["serve", "--worktree", "{worktree}", "--plugins", "{repo}/dist/plugins"]
+env = { RUST_LOG = "warn", CACHE = "{runtime_dir}/cache" }
+allowed_tools = ["read_file", "write_file", "search"]
+denied_tools = ["search"]
+request_timeout_ms = 1500
+
+[servers.tools.write_file]
+approval = "auto"
+"#;
+
+    fn ph() -> Placeholders {
+        Placeholders {
+            worktree: "/repo/.worktrees/t1".into(),
+            runtime_dir: "/run/t1".into(),
+            repo: "/repo".into(),
+        }
+    }
+
+    #[test]
+    fn toml_policy_resolves_launch_spec() {
+        let p = Policy::from_toml(TOML).unwrap();
+        assert_eq!(p.max_rounds, 5);
+        let s = p.server("ws").unwrap();
+        let spec = s.launch_spec(&ph()).unwrap();
+        assert_eq!(spec.program, PathBuf::from("/repo/target/debug/wasm-mcp"));
+        assert_eq!(
+            spec.args,
+            ["serve", "--worktree", "/repo/.worktrees/t1", "--plugins", "/repo/dist/plugins"]
+        );
+        assert_eq!(spec.cwd, PathBuf::from("/repo/.worktrees/t1"));
+        // Only listed env plus HOME.
+        let keys: Vec<_> = spec.env.keys().cloned().collect();
+        assert_eq!(keys, ["CACHE", "HOME", "RUST_LOG"]);
+        assert_eq!(spec.env["HOME"], "/run/t1");
+        assert_eq!(spec.env["CACHE"], "/run/t1/cache");
+        assert_eq!(s.request_timeout(), Duration::from_millis(1500));
+        assert_eq!(s.protocol_versions, [DEFAULT_PROTOCOL_VERSION]);
+    }
+
+    #[test]
+    fn deny_wins_over_allow_and_unlisted_is_hidden() {
+        let p = Policy::from_toml(TOML).unwrap();
+        let s = p.server("ws").unwrap();
+        assert!(s.is_exposed("read_file"));
+        assert!(!s.is_exposed("search"), "denied wins");
+        assert!(!s.is_exposed("list_dir"), "unlisted is never exposed");
+        assert_eq!(s.required_tools(), ["read_file", "write_file"]);
+        assert_eq!(s.tool_policy("write_file").approval, Approval::Auto);
+        assert_eq!(s.tool_policy("read_file").approval, Approval::Ask, "default is ask");
+    }
+
+    #[test]
+    fn json_mcp_servers_shape() {
+        let json = r#"{"mcpServers": {"ws": {
+            "type": "stdio",
+            "command": "/bin/wasm-mcp",
+            "args": ["serve", "--worktree", "{worktree}"],
+            "env": {"A": "1"},
+            "allowedTools": ["read_file"],
+            "requestTimeoutMs": 250,
+            "tools": {"read_file": {"approval": "auto", "read_only": true, "idempotent": true}}
+        }}}"#;
+        let p = Policy::from_json(json).unwrap();
+        let s = p.server("ws").unwrap();
+        assert_eq!(s.request_timeout_ms, 250);
+        assert!(s.tool_policy("read_file").retry_allowed());
+        let spec = s.launch_spec(&ph()).unwrap();
+        assert_eq!(spec.program, PathBuf::from("/bin/wasm-mcp"));
+        assert_eq!(spec.env.len(), 2);
+    }
+
+    #[test]
+    fn rejects_bad_policies() {
+        let missing_worktree = TOML.replace("\"--worktree\", \"{worktree}\", ", "");
+        assert!(matches!(
+            Policy::from_toml(&missing_worktree),
+            Err(PolicyError::Invalid { .. })
+        ));
+        let unknown_ph = TOML.replace("{repo}/dist", "{home}/dist");
+        assert!(matches!(
+            Policy::from_toml(&unknown_ph),
+            Err(PolicyError::UnknownPlaceholder(p)) if p == "home"
+        ));
+        let typo = TOML.replace("allowed_tools", "allowed_tool");
+        assert!(matches!(Policy::from_toml(&typo), Err(PolicyError::Syntax(_))));
+        let dup = format!("{TOML}\n[[servers]]\nid = \"ws\"\ncommand = \"x\"\nargs = [\"--worktree\", \"{{worktree}}\"]\n");
+        assert!(matches!(Policy::from_toml(&dup), Err(PolicyError::Global(m)) if m.contains("duplicate")));
+        let sse = r#"{"mcpServers": {"x": {"type": "sse", "command": "c", "args": ["--worktree", "{worktree}"]}}}"#;
+        assert!(Policy::from_json(sse).is_err());
+        let stray_tool = TOML.replace("[servers.tools.write_file]", "[servers.tools.list_dir]");
+        assert!(Policy::from_toml(&stray_tool).is_err());
+    }
+
+    #[test]
+    fn placeholder_escapes() {
+        assert_eq!(ph().expand("{{x}} {repo}").unwrap(), "{x} /repo");
+        assert!(matches!(ph().expand("{repo"), Err(PolicyError::Unterminated(_))));
+    }
+}

@@ -1,0 +1,90 @@
+//! Chat providers: OpenAI-compatible chat completions, and an offline scripted one.
+
+pub mod openai;
+pub mod scripted;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::CatalogSnapshot;
+use crate::registry::ToolDef;
+use crate::BoxFut;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FunctionCall {
+    pub name: String,
+    /// JSON text, as the OpenAI API sends it.
+    #[serde(default)]
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_type() -> String {
+    "function".into()
+}
+
+/// An OpenAI chat message (the subset the loop uses).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ChatMessage {
+    #[serde(default)]
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn system(text: &str) -> Self {
+        Self { role: "system".into(), content: Some(text.into()), ..Default::default() }
+    }
+    pub fn user(text: &str) -> Self {
+        Self { role: "user".into(), content: Some(text.into()), ..Default::default() }
+    }
+    pub fn tool(call_id: &str, text: &str) -> Self {
+        Self {
+            role: "tool".into(),
+            content: Some(text.into()),
+            tool_call_id: Some(call_id.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// One model round's input. `catalog` is the round's frozen snapshot (never sent
+/// over the wire; the scripted provider uses it to resolve remote tool names).
+pub struct ChatRequest<'a> {
+    pub messages: &'a [ChatMessage],
+    pub tools: &'a [ToolDef],
+    pub catalog: Arc<CatalogSnapshot>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("provider HTTP error: {0}")]
+    Http(String),
+    #[error("provider returned status {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("provider response malformed: {0}")]
+    Malformed(String),
+    #[error("scripted run failed at step {step}: {message}")]
+    Script { step: usize, message: String },
+    #[error("provider config: {0}")]
+    Config(String),
+}
+
+pub trait ChatProvider: Send + Sync {
+    fn name(&self) -> &str;
+    /// Returns the assistant message (content and/or tool_calls).
+    fn complete<'a>(&'a self, req: ChatRequest<'a>) -> BoxFut<'a, Result<ChatMessage, ProviderError>>;
+}

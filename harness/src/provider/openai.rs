@@ -1,0 +1,104 @@
+//! OpenAI-compatible `POST {base}/chat/completions` provider.
+//!
+//! Env: `OPENAI_BASE_URL` (e.g. `https://api.openai.com/v1`), `OPENAI_API_KEY`
+//! (optional for local servers), `OPENAI_MODEL`.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
+use crate::BoxFut;
+
+pub struct OpenAiProvider {
+    base_url: String,
+    api_key: Option<String>,
+    model: String,
+    http: reqwest::Client,
+}
+
+impl OpenAiProvider {
+    pub fn new(base_url: &str, api_key: Option<String>, model: &str) -> Result<Self, ProviderError> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(300))
+            .build()
+            .map_err(|e| ProviderError::Config(e.to_string()))?;
+        Ok(Self {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+            model: model.to_string(),
+            http,
+        })
+    }
+
+    pub fn from_env() -> Result<Self, ProviderError> {
+        let base = std::env::var("OPENAI_BASE_URL")
+            .map_err(|_| ProviderError::Config("OPENAI_BASE_URL is not set".into()))?;
+        let model = std::env::var("OPENAI_MODEL")
+            .map_err(|_| ProviderError::Config("OPENAI_MODEL is not set".into()))?;
+        Self::new(&base, std::env::var("OPENAI_API_KEY").ok(), &model)
+    }
+
+    /// The request body (public for tests).
+    pub fn body(&self, req: &ChatRequest<'_>) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "messages": req.messages,
+        });
+        if !req.tools.is_empty() {
+            body["tools"] = Value::Array(
+                req.tools
+                    .iter()
+                    .map(|t| {
+                        json!({"type": "function", "function": {
+                            "name": t.name,
+                            "description": t.description,
+                            "parameters": t.parameters,
+                        }})
+                    })
+                    .collect(),
+            );
+            body["tool_choice"] = json!("auto");
+        }
+        body
+    }
+}
+
+impl ChatProvider for OpenAiProvider {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    fn complete<'a>(&'a self, req: ChatRequest<'a>) -> BoxFut<'a, Result<ChatMessage, ProviderError>> {
+        Box::pin(async move {
+            let url = format!("{}/chat/completions", self.base_url);
+            let mut rb = self.http.post(&url).json(&self.body(&req));
+            if let Some(k) = &self.api_key {
+                rb = rb.bearer_auth(k);
+            }
+            let resp = rb.send().await.map_err(|e| ProviderError::Http(e.to_string()))?;
+            let status = resp.status();
+            let text = resp.text().await.map_err(|e| ProviderError::Http(e.to_string()))?;
+            if !status.is_success() {
+                let mut body = text;
+                body.truncate(2000);
+                return Err(ProviderError::Status { status: status.as_u16(), body });
+            }
+            let v: Value = serde_json::from_str(&text).map_err(|e| ProviderError::Malformed(e.to_string()))?;
+            let msg = v
+                .pointer("/choices/0/message")
+                .cloned()
+                .ok_or_else(|| ProviderError::Malformed("no choices[0].message".into()))?;
+            let mut m: ChatMessage =
+                serde_json::from_value(msg).map_err(|e| ProviderError::Malformed(e.to_string()))?;
+            if m.role.is_empty() {
+                m.role = "assistant".into();
+            }
+            // Some servers send `tool_calls: []`; normalise.
+            if m.tool_calls.as_ref().is_some_and(|c| c.is_empty()) {
+                m.tool_calls = None;
+            }
+            Ok(m)
+        })
+    }
+}

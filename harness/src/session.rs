@@ -1,0 +1,199 @@
+//! A task's tool session: its MCP connections, catalog and (forked) registry.
+//!
+//! Changes coming from servers — `tools/list_changed`, a server that exited —
+//! are only acted on in [`ToolSession::safe_point`], which the agent loop calls
+//! between rounds: reconnect lost servers, rediscover, then swap the catalog and
+//! the registry's MCP tools in one step.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::adapter::{specs_from_catalog, ArtifactStore};
+use crate::catalog::{Catalog, CatalogSnapshot};
+use crate::connection::{ConnState, ConnectError, Connection, ConnectionHandle, Connector};
+use crate::discovery::{discover, DiscoveredTool, DiscoveryError};
+use crate::naming::NameCollision;
+use crate::policy::Policy;
+use crate::registry::ToolRegistry;
+use crate::trace::Trace;
+
+pub const MAX_RECONNECTS: u32 = 3;
+const INIT_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error("server `{server}`: {source}")]
+    Discovery {
+        server: String,
+        source: DiscoveryError,
+    },
+    #[error(transparent)]
+    Collision(#[from] NameCollision),
+    #[error("server `{0}` has no connector")]
+    NoConnector(String),
+    #[error("server `{0}` lost too often (>{MAX_RECONNECTS} reconnects)")]
+    TooManyReconnects(String),
+}
+
+struct Slot {
+    id: String,
+    connector: Arc<dyn Connector>,
+    conn: ConnectionHandle,
+    reconnects: u32,
+}
+
+pub struct ToolSession {
+    policy: Policy,
+    slots: Vec<Slot>,
+    catalog: Catalog,
+    registry: ToolRegistry,
+    artifacts: Arc<ArtifactStore>,
+    trace: Arc<Trace>,
+}
+
+impl ToolSession {
+    /// Connect every policy server (in policy order), discover, build catalog v1.
+    pub async fn start(
+        policy: Policy,
+        mut connectors: HashMap<String, Arc<dyn Connector>>,
+        base: &ToolRegistry,
+        session_id: &str,
+        artifacts: Arc<ArtifactStore>,
+        trace: Arc<Trace>,
+    ) -> Result<Self, SessionError> {
+        let mut slots = Vec::new();
+        let mut this_err = None;
+        for sp in &policy.servers {
+            let Some(connector) = connectors.remove(&sp.id) else {
+                this_err = Some(SessionError::NoConnector(sp.id.clone()));
+                break;
+            };
+            match Connection::open(&sp.id, connector.clone(), &sp.protocol_versions, INIT_TIMEOUT).await {
+                Ok(conn) => {
+                    trace.record("server_connected", json!({"server": sp.id, "facts": conn.facts()}));
+                    slots.push(Slot { id: sp.id.clone(), connector, conn, reconnects: 0 });
+                }
+                Err(e) => {
+                    trace.record("server_connect_failed", json!({"server": sp.id, "error": e.to_string()}));
+                    this_err = Some(e.into());
+                    break;
+                }
+            }
+        }
+        let mut s = Self {
+            policy,
+            slots,
+            catalog: Catalog::new(CatalogSnapshot::default()),
+            registry: base.fork(session_id),
+            artifacts,
+            trace,
+        };
+        if let Some(e) = this_err {
+            s.shutdown().await;
+            return Err(e);
+        }
+        if let Err(e) = s.rebuild().await {
+            s.shutdown().await;
+            return Err(e);
+        }
+        Ok(s)
+    }
+
+    async fn discover_all(&self) -> Result<Vec<DiscoveredTool>, SessionError> {
+        let mut tools = Vec::new();
+        for slot in &self.slots {
+            let sp = self.policy.server(&slot.id).expect("slot from policy");
+            let found = discover(&slot.conn, sp).await.map_err(|source| SessionError::Discovery {
+                server: slot.id.clone(),
+                source,
+            })?;
+            tools.extend(found);
+        }
+        Ok(tools)
+    }
+
+    /// Rediscover all servers and swap catalog + registry tools atomically.
+    async fn rebuild(&mut self) -> Result<(), SessionError> {
+        // Clear flags first: a change arriving during discovery re-marks dirty.
+        for s in &self.slots {
+            s.conn.take_list_changed();
+        }
+        let tools = self.discover_all().await?;
+        let version = self.catalog.refresh(tools)?;
+        let conns: HashMap<String, ConnectionHandle> =
+            self.slots.iter().map(|s| (s.id.clone(), s.conn.clone())).collect();
+        let specs = specs_from_catalog(&self.catalog.snapshot(), &conns, &self.policy, &self.artifacts);
+        self.registry.replace_remote_tools(specs);
+        self.trace.record(
+            "catalog",
+            json!({"catalog_version": version, "tools": self.registry.names()}),
+        );
+        Ok(())
+    }
+
+    /// Between rounds: reconnect lost servers, refresh a dirty catalog.
+    pub async fn safe_point(&mut self) -> Result<(), SessionError> {
+        let mut dirty = self.catalog.is_dirty();
+        for i in 0..self.slots.len() {
+            let state = self.slots[i].conn.state();
+            let lost = !self.slots[i].conn.is_alive();
+            if lost {
+                let id = self.slots[i].id.clone();
+                self.trace.record("server_lost", json!({"server": id, "state": state}));
+                if self.slots[i].reconnects >= MAX_RECONNECTS {
+                    return Err(SessionError::TooManyReconnects(id));
+                }
+                self.slots[i].conn.close().await;
+                let sp = self.policy.server(&id).expect("slot from policy");
+                let conn = Connection::open(&id, self.slots[i].connector.clone(), &sp.protocol_versions, INIT_TIMEOUT).await?;
+                self.slots[i].reconnects += 1;
+                self.trace.record(
+                    "server_reconnected",
+                    json!({"server": id, "attempt": self.slots[i].reconnects}),
+                );
+                self.slots[i].conn = conn;
+                dirty = true;
+            } else if self.slots[i].conn.list_changed_pending() {
+                self.trace.record("tools_list_changed", json!({"server": self.slots[i].id}));
+                dirty = true;
+            }
+        }
+        if dirty {
+            self.catalog.mark_dirty();
+            self.rebuild().await?;
+        }
+        Ok(())
+    }
+
+    pub fn snapshot(&self) -> Arc<CatalogSnapshot> {
+        self.catalog.snapshot()
+    }
+
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    pub fn registry_mut(&mut self) -> &mut ToolRegistry {
+        &mut self.registry
+    }
+
+    pub fn connection(&self, server: &str) -> Option<&ConnectionHandle> {
+        self.slots.iter().find(|s| s.id == server).map(|s| &s.conn)
+    }
+
+    /// Close connections in reverse order of opening.
+    pub async fn shutdown(&mut self) {
+        for s in self.slots.iter().rev() {
+            s.conn.close().await;
+            let state = s.conn.state();
+            let state = if state == ConnState::Open { ConnState::Closed } else { state };
+            self.trace.record("server_closed", json!({"server": s.id, "state": state}));
+        }
+        self.slots.clear();
+    }
+}

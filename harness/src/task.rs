@@ -1,0 +1,221 @@
+//! A whole task run: worktree → MCP session → agent loop → ordered shutdown.
+//!
+//! Shutdown order (also on error): stop rounds, close MCP connections (reverse
+//! order), persist the JSONL trace to the runtime dir, remove worktree + branch.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::adapter::ArtifactStore;
+use crate::agent::{run_loop, LoopResult};
+use crate::connection::{ChildConnector, Connector};
+use crate::policy::{Placeholders, Policy};
+use crate::provider::openai::OpenAiProvider;
+use crate::provider::scripted::{Script, ScriptedProvider};
+use crate::provider::ChatProvider;
+use crate::registry::{NonInteractiveApprover, ToolRegistry};
+use crate::session::ToolSession;
+use crate::trace::Trace;
+use crate::worktree::{sanitize_id, Worktree};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskFile {
+    pub id: String,
+    #[serde(default = "default_base")]
+    pub base_ref: String,
+    pub prompt: String,
+    /// Overrides the policy's `max_rounds`.
+    #[serde(default)]
+    pub max_rounds: Option<usize>,
+    /// Used by the scripted provider.
+    #[serde(default)]
+    pub scripted: Option<Script>,
+}
+
+fn default_base() -> String {
+    "HEAD".into()
+}
+
+impl TaskFile {
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("read task {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("parse task {}", path.display()))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProviderChoice {
+    /// OpenAI when `OPENAI_BASE_URL` is set, else scripted.
+    #[default]
+    Auto,
+    Scripted,
+    OpenAi,
+}
+
+#[derive(Default)]
+pub struct RunOptions {
+    pub provider: ProviderChoice,
+    pub keep_worktree: bool,
+    /// Runtime dir root (trace, artifacts, HOME, server stderr). Default:
+    /// `<repo>/.cache/agent-runs`.
+    pub out_dir: Option<PathBuf>,
+    /// Repo to branch from. Default: the git top level of the current dir.
+    pub repo: Option<PathBuf>,
+    /// Default: `<repo>/.worktrees`.
+    pub worktrees_root: Option<PathBuf>,
+    /// Replace the policy's child-process connectors (tests / embedding).
+    pub connectors: Option<HashMap<String, Arc<dyn Connector>>>,
+    /// Use this provider instead of choosing one.
+    pub provider_override: Option<Arc<dyn ChatProvider>>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunReport {
+    pub run_id: String,
+    pub provider: String,
+    pub worktree: PathBuf,
+    pub branch: String,
+    pub worktree_kept: bool,
+    pub runtime_dir: PathBuf,
+    pub trace_path: PathBuf,
+    pub result: Option<LoopResult>,
+    pub error: Option<String>,
+}
+
+impl RunReport {
+    pub fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+fn choose_provider(
+    choice: ProviderChoice,
+    task: &TaskFile,
+) -> anyhow::Result<Arc<dyn ChatProvider>> {
+    let use_openai = match choice {
+        ProviderChoice::OpenAi => true,
+        ProviderChoice::Scripted => false,
+        ProviderChoice::Auto => std::env::var("OPENAI_BASE_URL").is_ok_and(|v| !v.is_empty()),
+    };
+    if use_openai {
+        return Ok(Arc::new(OpenAiProvider::from_env()?));
+    }
+    let script = task
+        .scripted
+        .clone()
+        .context("task has no [scripted] section (needed by the scripted provider)")?;
+    Ok(Arc::new(ScriptedProvider::new(script)))
+}
+
+/// Run one task given policy and task paths. Errors before the worktree exists
+/// are returned as `Err`; later failures are in `RunReport::error` (after cleanup).
+pub async fn run_task(policy_path: &Path, task_path: &Path, opts: RunOptions) -> anyhow::Result<RunReport> {
+    let policy = Policy::load(policy_path)?;
+    let task = TaskFile::load(task_path)?;
+    let repo = match &opts.repo {
+        Some(r) => std::fs::canonicalize(r)?,
+        None => Worktree::repo_root(&std::env::current_dir()?)?,
+    };
+    let provider = match &opts.provider_override {
+        Some(p) => p.clone(),
+        None => choose_provider(opts.provider, &task)?,
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let run_id = format!("{}-{stamp}-{}", sanitize_id(&task.id), std::process::id());
+    let runtime_dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| repo.join(".cache/agent-runs"))
+        .join(&run_id);
+    std::fs::create_dir_all(&runtime_dir)?;
+    let runtime_dir = std::fs::canonicalize(&runtime_dir)?;
+    let trace = Arc::new(Trace::new());
+    let wt_root = opts.worktrees_root.clone().unwrap_or_else(|| repo.join(".worktrees"));
+    let mut worktree = Worktree::create(&repo, &wt_root, &run_id, &task.base_ref)?;
+    trace.record(
+        "task_start",
+        json!({"run_id": run_id, "task": task.id, "provider": provider.name(),
+               "worktree": worktree.path, "branch": worktree.branch, "base_ref": task.base_ref,
+               "runtime_dir": runtime_dir}),
+    );
+
+    let max_rounds = task.max_rounds.unwrap_or(policy.max_rounds);
+    let ph = Placeholders {
+        worktree: worktree.path.clone(),
+        runtime_dir: runtime_dir.clone(),
+        repo: repo.clone(),
+    };
+    let approver = Arc::new(NonInteractiveApprover {
+        approve_asks: policy.approver.ask_default == "approve",
+    });
+    let base = ToolRegistry::new(approver);
+
+    // Session + loop; everything after this point is cleaned up in order.
+    let mut session: Option<ToolSession> = None;
+    let outcome: anyhow::Result<LoopResult> = async {
+        let connectors = match opts.connectors {
+            Some(c) => c,
+            None => {
+                let mut m: HashMap<String, Arc<dyn Connector>> = HashMap::new();
+                for sp in &policy.servers {
+                    let spec = sp.launch_spec(&ph)?;
+                    trace.record("server_spawn", json!({"server": sp.id, "program": spec.program,
+                        "args": spec.args, "cwd": spec.cwd, "env_keys": spec.env.keys().collect::<Vec<_>>()}));
+                    m.insert(sp.id.clone(), Arc::new(ChildConnector {
+                        server_id: sp.id.clone(),
+                        spec,
+                        stderr_log: Some(runtime_dir.join(format!("{}.stderr.log", sp.id))),
+                    }));
+                }
+                m
+            }
+        };
+        let artifacts = Arc::new(ArtifactStore::new(runtime_dir.join("artifacts")));
+        let s = ToolSession::start(policy.clone(), connectors, &base, &run_id, artifacts, trace.clone()).await?;
+        let s = session.insert(s);
+        Ok(run_loop(s, provider.as_ref(), &task.prompt, max_rounds, &trace).await?)
+    }
+    .await;
+
+    // 1. rounds stopped (loop returned). 2. close MCP.
+    if let Some(mut s) = session.take() {
+        s.shutdown().await;
+    }
+    let error = outcome.as_ref().err().map(|e| format!("{e:#}"));
+    trace.record("task_end", json!({"ok": error.is_none(), "error": error}));
+    // 3. persist trace.
+    let trace_path = runtime_dir.join("trace.jsonl");
+    let persist = trace.write_jsonl(&trace_path);
+    // 4. worktree + branch.
+    let kept = opts.keep_worktree;
+    let removal = if kept {
+        worktree.keep();
+        Ok(())
+    } else {
+        worktree.remove()
+    };
+    persist.with_context(|| format!("write trace {}", trace_path.display()))?;
+    if let Err(e) = &removal {
+        tracing::warn!("worktree cleanup: {e}");
+    }
+    Ok(RunReport {
+        run_id,
+        provider: provider.name().to_string(),
+        worktree: worktree.path.clone(),
+        branch: worktree.branch.clone(),
+        worktree_kept: kept,
+        runtime_dir,
+        trace_path,
+        result: outcome.ok(),
+        error: error.or_else(|| removal.err().map(|e| format!("worktree cleanup: {e}"))),
+    })
+}

@@ -1,0 +1,251 @@
+//! A scriptable in-process fake MCP server (raw JSON-RPC over `tokio::io::duplex`),
+//! for tests of the client side. Its misbehaviours are controlled by [`FakeConfig`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use crate::connection::{Conduit, ConnectError, Connector};
+use crate::BoxFut;
+
+#[derive(Debug, Clone)]
+pub enum Behavior {
+    /// `structuredContent` = arguments, plus a text block.
+    Echo,
+    /// Reply with this exact `result` object.
+    Result(Value),
+    /// Sleep, then echo.
+    Sleep(Duration),
+    /// Close the connection without answering.
+    Die,
+    /// Send `notifications/tools/list_changed` after replacing the listing, then echo.
+    ChangeTools(Vec<Vec<Value>>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CursorMode {
+    Normal,
+    /// Every page returns cursor "same".
+    Repeat,
+    /// Always another page with a fresh cursor.
+    Endless,
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeConfig {
+    /// Version to answer `initialize` with; `None` echoes the client's.
+    pub protocol_version: Option<String>,
+    pub tools_capability: bool,
+    pub pages: Vec<Vec<Value>>,
+    pub cursor_mode: CursorMode,
+    pub behaviors: HashMap<String, Behavior>,
+}
+
+impl Default for FakeConfig {
+    fn default() -> Self {
+        Self {
+            protocol_version: None,
+            tools_capability: true,
+            pages: vec![vec![tool("read_file"), tool("list_dir")]],
+            cursor_mode: CursorMode::Normal,
+            behaviors: HashMap::new(),
+        }
+    }
+}
+
+/// A well-formed tool with `{path: string}` input.
+pub fn tool(name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": format!("fake {name}"),
+        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    })
+}
+
+/// A tool with an output schema requiring `{path: string}`.
+pub fn tool_with_output(name: &str) -> Value {
+    let mut t = tool(name);
+    t["outputSchema"] = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+    t
+}
+
+#[derive(Default)]
+pub struct FakeState {
+    pub config: Mutex<FakeConfig>,
+    /// (tool name, arguments) of every tools/call received.
+    pub calls: Mutex<Vec<(String, Value)>>,
+    pub list_requests: AtomicUsize,
+    pub connections: AtomicUsize,
+    pub cancellations: AtomicUsize,
+}
+
+#[derive(Clone)]
+pub struct FakeServer(pub Arc<FakeState>);
+
+impl FakeServer {
+    pub fn new(config: FakeConfig) -> Self {
+        let s = FakeState::default();
+        *s.config.lock().unwrap() = config;
+        Self(Arc::new(s))
+    }
+
+    pub fn calls(&self) -> Vec<(String, Value)> {
+        self.0.calls.lock().unwrap().clone()
+    }
+
+    pub fn connector(&self) -> Arc<dyn Connector> {
+        Arc::new(self.clone())
+    }
+}
+
+impl Connector for FakeServer {
+    fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>> {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (cr, cw) = tokio::io::split(client);
+        let state = self.0.clone();
+        state.connections.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(serve(state, server));
+        Box::pin(async move {
+            Ok(Conduit {
+                reader: Box::new(cr),
+                writer: Box::new(cw),
+                child: None,
+            })
+        })
+    }
+}
+
+async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
+    let (r, mut w) = tokio::io::split(io);
+    let (tx, mut rx) = mpsc::unbounded_channel::<Option<Value>>();
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            let Some(msg) = msg else { break }; // None = die
+            let mut line = msg.to_string();
+            line.push('\n');
+            if w.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+        let _ = w.shutdown().await;
+    });
+    let mut lines = BufReader::new(r).lines();
+    let mut tasks = Vec::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if writer.is_finished() {
+            break;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
+        let method = msg["method"].as_str().unwrap_or("").to_string();
+        let id = msg.get("id").cloned();
+        let params = msg.get("params").cloned().unwrap_or(Value::Null);
+        let reply = |result: Value| json!({"jsonrpc": "2.0", "id": id.clone(), "result": result});
+        match method.as_str() {
+            "initialize" => {
+                let cfg = state.config.lock().unwrap().clone();
+                let version = cfg
+                    .protocol_version
+                    .clone()
+                    .unwrap_or_else(|| params["protocolVersion"].as_str().unwrap_or("").to_string());
+                let mut caps = json!({});
+                if cfg.tools_capability {
+                    caps["tools"] = json!({"listChanged": true});
+                }
+                let _ = tx.send(Some(reply(json!({
+                    "protocolVersion": version,
+                    "capabilities": caps,
+                    "serverInfo": {"name": "fake", "version": "0"},
+                }))));
+            }
+            "tools/list" => {
+                state.list_requests.fetch_add(1, Ordering::SeqCst);
+                let cfg = state.config.lock().unwrap().clone();
+                let page: usize = params["cursor"]
+                    .as_str()
+                    .and_then(|c| c.strip_prefix('p'))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                let tools = match cfg.cursor_mode {
+                    CursorMode::Endless => vec![],
+                    _ => cfg.pages.get(page).cloned().unwrap_or_default(),
+                };
+                let next = match cfg.cursor_mode {
+                    CursorMode::Normal => (page + 1 < cfg.pages.len()).then(|| format!("p{}", page + 1)),
+                    CursorMode::Repeat => Some("p0".to_string()),
+                    CursorMode::Endless => Some(format!("p{}", page + 1)),
+                };
+                let mut result = json!({"tools": tools});
+                if let Some(n) = next {
+                    result["nextCursor"] = json!(n);
+                }
+                let _ = tx.send(Some(reply(result)));
+            }
+            "tools/call" => {
+                let name = params["name"].as_str().unwrap_or("").to_string();
+                let args = params.get("arguments").cloned().unwrap_or(json!({}));
+                state.calls.lock().unwrap().push((name.clone(), args.clone()));
+                let behavior = state
+                    .config
+                    .lock()
+                    .unwrap()
+                    .behaviors
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or(Behavior::Echo);
+                let echo = json!({
+                    "content": [{"type": "text", "text": args.to_string()}],
+                    "structuredContent": args,
+                });
+                let tx = tx.clone();
+                let state = state.clone();
+                let id = id.clone();
+                tasks.push(tokio::spawn(async move {
+                    let reply = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+                    match behavior {
+                        Behavior::Echo => {
+                            let _ = tx.send(Some(reply(echo)));
+                        }
+                        Behavior::Result(r) => {
+                            let _ = tx.send(Some(reply(r)));
+                        }
+                        Behavior::Sleep(d) => {
+                            tokio::time::sleep(d).await;
+                            let _ = tx.send(Some(reply(echo)));
+                        }
+                        Behavior::Die => {
+                            let _ = tx.send(None);
+                        }
+                        Behavior::ChangeTools(pages) => {
+                            state.config.lock().unwrap().pages = pages;
+                            let _ = tx.send(Some(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})));
+                            let _ = tx.send(Some(reply(echo)));
+                        }
+                    }
+                }));
+            }
+            "ping" => {
+                let _ = tx.send(Some(reply(json!({}))));
+            }
+            "notifications/cancelled" => {
+                state.cancellations.fetch_add(1, Ordering::SeqCst);
+            }
+            m if m.starts_with("notifications/") => {}
+            _ => {
+                if id.is_some() {
+                    let _ = tx.send(Some(json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32601, "message": "method not found"}})));
+                }
+            }
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+    drop(tx);
+    let _ = writer.await;
+}

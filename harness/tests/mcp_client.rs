@@ -1,0 +1,305 @@
+//! Client side against the in-process fake MCP server.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wasm_mcp_harness::adapter::ArtifactStore;
+use wasm_mcp_harness::connection::{ConnectError, Connection, ConnectionHandle, Connector};
+use wasm_mcp_harness::discovery::{discover, DiscoveryError, MAX_PAGES};
+use wasm_mcp_harness::faults::CallState;
+use wasm_mcp_harness::naming::local_name;
+use wasm_mcp_harness::policy::{Policy, ServerPolicy};
+use wasm_mcp_harness::registry::{ErrorKind, NonInteractiveApprover, ToolRegistry};
+use wasm_mcp_harness::session::ToolSession;
+use wasm_mcp_harness::testing::{tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer};
+use wasm_mcp_harness::trace::Trace;
+
+const V: &str = "2025-11-25";
+
+fn policy(extra: &str) -> Policy {
+    Policy::from_toml(&format!(
+        r#"
+[[servers]]
+id = "ws"
+command = "unused"
+args = ["--worktree", "{{worktree}}"]
+allowed_tools = ["read_file", "list_dir"]
+request_timeout_ms = 300
+[servers.tools.read_file]
+approval = "auto"
+[servers.tools.list_dir]
+approval = "auto"
+{extra}
+"#
+    ))
+    .unwrap()
+}
+
+fn sp(p: &Policy) -> ServerPolicy {
+    p.servers[0].clone()
+}
+
+async fn open(fake: &FakeServer) -> Result<ConnectionHandle, ConnectError> {
+    Connection::open("ws", fake.connector(), &[V.to_string()], Duration::from_secs(5)).await
+}
+
+#[tokio::test]
+async fn handshake_checks_version_and_capability() {
+    let ok = FakeServer::new(FakeConfig::default());
+    let c = open(&ok).await.unwrap();
+    assert_eq!(c.facts().protocol_version, V);
+    assert!(c.facts().tools_list_changed);
+    assert!(c.is_alive());
+    c.close().await;
+    assert!(!c.is_alive(), "closed by its owner");
+
+    let old = FakeServer::new(FakeConfig { protocol_version: Some("2024-11-05".into()), ..Default::default() });
+    match open(&old).await {
+        Err(ConnectError::VersionRejected { negotiated, .. }) => assert_eq!(negotiated, "2024-11-05"),
+        other => panic!("expected VersionRejected, got {:?}", other.err()),
+    }
+    let no_tools = FakeServer::new(FakeConfig { tools_capability: false, ..Default::default() });
+    assert!(matches!(open(&no_tools).await, Err(ConnectError::NoToolsCapability { .. })));
+}
+
+#[tokio::test]
+async fn pagination_and_limits() {
+    let p = policy("");
+    // Three pages, all collected.
+    let fake = FakeServer::new(FakeConfig {
+        pages: vec![vec![tool("read_file")], vec![tool("x")], vec![tool("list_dir")]],
+        ..Default::default()
+    });
+    let c = open(&fake).await.unwrap();
+    let tools = discover(&c, &sp(&p)).await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["read_file", "list_dir"], "x is not allowed → not exposed");
+    assert_eq!(fake.0.list_requests.load(Ordering::SeqCst), 3);
+
+    let repeat = FakeServer::new(FakeConfig {
+        pages: vec![vec![tool("read_file"), tool("list_dir")]],
+        cursor_mode: CursorMode::Repeat,
+        ..Default::default()
+    });
+    let c = open(&repeat).await.unwrap();
+    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::RepeatedCursor(_))));
+
+    let endless = FakeServer::new(FakeConfig { cursor_mode: CursorMode::Endless, ..Default::default() });
+    let c = open(&endless).await.unwrap();
+    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::TooManyPages)));
+    assert_eq!(endless.0.list_requests.load(Ordering::SeqCst), MAX_PAGES);
+
+    let many: Vec<Value> = (0..1001).map(|i| tool(&format!("t{i}"))).collect();
+    let big = FakeServer::new(FakeConfig { pages: vec![many], ..Default::default() });
+    let c = open(&big).await.unwrap();
+    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::TooManyTools)));
+
+    let dup = FakeServer::new(FakeConfig {
+        pages: vec![vec![tool("read_file"), tool("list_dir")], vec![tool("read_file")]],
+        ..Default::default()
+    });
+    let c = open(&dup).await.unwrap();
+    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::DuplicateName(n)) if n == "read_file"));
+
+    let mut bad = tool("read_file");
+    bad["inputSchema"] = json!("string");
+    let bad_schema = FakeServer::new(FakeConfig { pages: vec![vec![bad, tool("list_dir")]], ..Default::default() });
+    let c = open(&bad_schema).await.unwrap();
+    let e = discover(&c, &sp(&p)).await.unwrap_err();
+    assert!(matches!(e, DiscoveryError::NonObjectInputSchema { .. }), "{e}");
+
+    let missing = FakeServer::new(FakeConfig { pages: vec![vec![tool("read_file")]], ..Default::default() });
+    let c = open(&missing).await.unwrap();
+    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::MissingAllowedTools(m)) if m == ["list_dir"]));
+}
+
+async fn session(fake: &FakeServer, p: Policy) -> (ToolSession, Arc<Trace>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = Arc::new(Trace::new());
+    let mut connectors: HashMap<String, Arc<dyn Connector>> = HashMap::new();
+    connectors.insert("ws".into(), fake.connector());
+    let base = ToolRegistry::new(Arc::new(NonInteractiveApprover { approve_asks: false }));
+    let s = ToolSession::start(p, connectors, &base, "t", Arc::new(ArtifactStore::new(dir.path().join("artifacts"))), trace.clone())
+        .await
+        .unwrap();
+    (s, trace, dir)
+}
+
+fn read_file() -> String {
+    local_name("ws", "read_file")
+}
+
+#[tokio::test]
+async fn adapter_validates_before_sending_and_maps_errors() {
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert(
+        "list_dir".into(),
+        Behavior::Result(json!({"content": [{"type": "text", "text": "no such dir"}], "isError": true})),
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, _d) = session(&fake, policy("")).await;
+    let r = s.registry();
+    let ok = r.invoke(&read_file(), r#"{"path": "README.md"}"#).await;
+    assert!(!ok.is_error(), "{}", ok.model_text);
+    assert_eq!(serde_json::from_str::<Value>(&ok.model_text).unwrap(), json!({"path": "README.md"}));
+    assert_eq!(ok.origin.as_ref().unwrap().remote_name, "read_file");
+
+    let bad = r.invoke(&read_file(), r#"{"path": 7}"#).await;
+    assert_eq!(bad.error, Some(ErrorKind::InvalidArguments));
+    assert_eq!(bad.state, CallState::NotSent);
+    assert_eq!(fake.calls().len(), 1, "invalid args never reach the server");
+
+    let err = r.invoke(&local_name("ws", "list_dir"), r#"{"path": "nope"}"#).await;
+    assert_eq!(err.error, Some(ErrorKind::ToolError));
+    assert_eq!(err.model_text, "error: no such dir");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn output_contract_violation_goes_to_audit_not_model() {
+    let mut cfg = FakeConfig { pages: vec![vec![tool_with_output("read_file"), tool("list_dir")]], ..Default::default() };
+    cfg.behaviors.insert(
+        "read_file".into(),
+        Behavior::Result(json!({"content": [{"type": "text", "text": "leak"}], "structuredContent": {"path": 42, "secret": "leak"}})),
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, _d) = session(&fake, policy("")).await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert_eq!(o.error, Some(ErrorKind::Contract));
+    assert!(o.contract_violation.is_some());
+    assert!(!o.model_text.contains("leak"));
+    assert_eq!(o.state, CallState::Completed);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn image_content_becomes_artifact_or_is_refused() {
+    let png = [0x89u8, b'P', b'N', b'G', 1, 2, 3];
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(png);
+    let result = json!({"content": [{"type": "text", "text": "see image"}, {"type": "image", "data": b64, "mimeType": "image/png"}]});
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert("read_file".into(), Behavior::Result(result));
+    let fake = FakeServer::new(cfg.clone());
+    let (mut s, _t, dir) = session(&fake, policy("")).await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert!(!o.is_error(), "{}", o.model_text);
+    assert_eq!(o.artifacts.len(), 1);
+    assert!(o.artifacts[0].starts_with(dir.path().join("artifacts")));
+    assert_eq!(std::fs::read(&o.artifacts[0]).unwrap(), png);
+    assert!(!o.model_text.contains(&b64), "base64 never inlined");
+    assert!(o.model_text.contains("artifact"));
+    s.shutdown().await;
+
+    let p = policy("").servers[0].clone();
+    let toml = format!(
+        "[[servers]]\nid='ws'\ncommand='x'\nargs=['--worktree','{{worktree}}']\nallowed_tools={:?}\nartifacts='refuse'\n[servers.tools.read_file]\napproval='auto'\n",
+        p.allowed_tools
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, dir) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert_eq!(o.error, Some(ErrorKind::ContentRefused));
+    assert!(!dir.path().join("artifacts").exists());
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert("read_file".into(), Behavior::Sleep(Duration::from_secs(3)));
+    let fake = FakeServer::new(cfg.clone());
+    let (mut s, _t, _d) = session(&fake, policy("")).await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert_eq!(o.error, Some(ErrorKind::Fault));
+    assert_eq!(o.state, CallState::Unknown);
+    assert!(o.model_text.contains("unknown"), "{}", o.model_text);
+    assert_eq!(fake.calls().len(), 1, "no automatic retry");
+    assert_eq!(o.attempts, 1);
+    s.shutdown().await;
+
+    let retry = policy("").servers[0].clone();
+    let toml = format!(
+        "[[servers]]\nid='ws'\ncommand='x'\nargs=['--worktree','{{worktree}}']\nallowed_tools={:?}\nrequest_timeout_ms=200\n[servers.tools.read_file]\napproval='auto'\nread_only=true\nidempotent=true\n",
+        retry.allowed_tools
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, _d) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert_eq!(o.state, CallState::Unknown);
+    assert_eq!(o.attempts, 2);
+    assert_eq!(fake.calls().len(), 2, "read-only + idempotent → one retry");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn server_death_mid_call_then_reconnect_at_safe_point() {
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert("list_dir".into(), Behavior::Die);
+    let fake = FakeServer::new(cfg);
+    let (mut s, trace, _d) = session(&fake, policy("")).await;
+    let v1 = s.snapshot().version;
+    let o = s.registry().invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#).await;
+    assert_eq!(o.state, CallState::Unknown, "{}", o.model_text);
+    assert_eq!(o.error, Some(ErrorKind::Fault));
+    // Wait for the owner to notice.
+    for _ in 0..40 {
+        if !s.connection("ws").unwrap().is_alive() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(!s.connection("ws").unwrap().is_alive());
+    s.safe_point().await.unwrap();
+    assert!(s.connection("ws").unwrap().is_alive());
+    assert_eq!(fake.0.connections.load(Ordering::SeqCst), 2);
+    assert_eq!(s.snapshot().version, v1 + 1, "rediscovered");
+    assert_eq!(trace.of_kind("server_reconnected").len(), 1);
+    let ok = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert!(!ok.is_error(), "works after reconnect: {}", ok.model_text);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn list_changed_refreshes_only_at_safe_point() {
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert(
+        "list_dir".into(),
+        Behavior::ChangeTools(vec![vec![tool("read_file"), tool("list_dir"), tool("search")]]),
+    );
+    let p = policy("").servers[0].clone();
+    let toml = format!(
+        "[[servers]]\nid='ws'\ncommand='x'\nargs=['--worktree','{{worktree}}']\nallowed_tools=['read_file','list_dir','search']\n[servers.tools.list_dir]\napproval='auto'\n# {}\n",
+        p.id
+    );
+    // search isn't listed initially, so start with it not required: list it from the beginning too.
+    cfg.pages = vec![vec![tool("read_file"), tool("list_dir"), {
+        let mut t = tool("search");
+        t["description"] = json!("old");
+        t
+    }]];
+    let fake = FakeServer::new(cfg);
+    let (mut s, _trace, _d) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
+    let before = s.snapshot();
+    assert_eq!(before.version, 1);
+    let o = s.registry().invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#).await;
+    assert!(!o.is_error(), "{}", o.model_text);
+    s.connection("ws").unwrap().list_changed_notified().await;
+    // Still round N: snapshot unchanged until the safe point.
+    assert_eq!(s.snapshot().version, 1);
+    let desc = |snap: &wasm_mcp_harness::catalog::CatalogSnapshot| {
+        snap.get(&local_name("ws", "search")).unwrap().tool.description.clone()
+    };
+    assert_eq!(desc(&s.snapshot()), "old");
+    s.safe_point().await.unwrap();
+    assert_eq!(s.snapshot().version, 2);
+    assert_eq!(desc(&s.snapshot()), "fake search");
+    assert_eq!(desc(&before), "old", "the old round's snapshot is frozen");
+    // No further change → no refresh.
+    s.safe_point().await.unwrap();
+    assert_eq!(s.snapshot().version, 2);
+    s.shutdown().await;
+}

@@ -1,0 +1,292 @@
+//! Whole task runs: real git worktree, fake MCP server, scripted and OpenAI-compatible providers.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wasm_mcp_harness::connection::Connector;
+use wasm_mcp_harness::naming::local_name;
+use wasm_mcp_harness::provider::openai::OpenAiProvider;
+use wasm_mcp_harness::task::ProviderChoice;
+use wasm_mcp_harness::testing::{tool, Behavior, FakeConfig, FakeServer};
+use wasm_mcp_harness::{run_task, RunOptions};
+
+const POLICY: &str = r#"
+max_rounds = 8
+[[servers]]
+id = "ws"
+command = "target/debug/wasm-mcp"
+args = ["serve", "--worktree", "{worktree}", "--plugins", "{repo}/dist/plugins"]
+allowed_tools = ["read_file", "list_dir", "write_file"]
+request_timeout_ms = 2000
+[servers.tools.read_file]
+approval = "auto"
+[servers.tools.list_dir]
+approval = "auto"
+[servers.tools.write_file]
+approval = "auto"
+"#;
+
+const TASK: &str = r#"
+id = "demo task"
+prompt = "Summarise the repo into NOTES.md"
+[scripted]
+final_message = "Wrote notes for {{ls.path}} ({{read.path}})"
+[[scripted.steps]]
+id = "ls"
+tool = "list_dir"
+args = { path = "." }
+[[scripted.steps]]
+id = "read"
+tool = "read_file"
+args = { path = "README.md" }
+expect_contains = "README"
+[[scripted.steps]]
+tool = "write_file"
+args = { path = "NOTES.md", content = "notes about {{read.path}}" }
+"#;
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new(task: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        let git = |args: &[&str]| {
+            let o = Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        };
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("README.md"), "# Demo\n").unwrap();
+        git(&["add", "."]);
+        git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init"]);
+        std::fs::write(dir.path().join("policy.toml"), POLICY).unwrap();
+        std::fs::write(dir.path().join("task.toml"), task).unwrap();
+        Self { dir }
+    }
+    fn repo(&self) -> std::path::PathBuf {
+        self.dir.path().join("repo")
+    }
+    fn opts(&self, fake: &FakeServer) -> RunOptions {
+        let mut c: HashMap<String, Arc<dyn Connector>> = HashMap::new();
+        c.insert("ws".into(), fake.connector());
+        RunOptions {
+            provider: ProviderChoice::Scripted,
+            repo: Some(self.repo()),
+            out_dir: Some(self.dir.path().join("out")),
+            connectors: Some(c),
+            ..Default::default()
+        }
+    }
+    async fn run(&self, opts: RunOptions) -> wasm_mcp_harness::RunReport {
+        run_task(&self.dir.path().join("policy.toml"), &self.dir.path().join("task.toml"), opts)
+            .await
+            .unwrap()
+    }
+}
+
+fn fake() -> FakeServer {
+    FakeServer::new(FakeConfig {
+        pages: vec![vec![tool("read_file"), tool("list_dir"), tool("write_file")]],
+        ..Default::default()
+    })
+}
+
+fn branches(repo: &Path) -> String {
+    let o = Command::new("git").arg("-C").arg(repo).args(["branch", "--list", "agent/*"]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn trace(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn scripted_run_creates_worktree_runs_and_cleans_up() {
+    let env = Env::new(TASK);
+    let fake = fake();
+    let report = env.run(env.opts(&fake)).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let r = report.result.as_ref().unwrap();
+    assert_eq!(r.final_message, "Wrote notes for . (README.md)");
+    assert_eq!(r.tool_calls, 3);
+    assert_eq!(r.rounds, 4);
+    // Tool calls reached the server with rendered args, under remote names.
+    let calls = fake.calls();
+    assert_eq!(calls[2], ("write_file".to_string(), json!({"path": "NOTES.md", "content": "notes about README.md"})));
+    // Worktree and branch are gone; trace persisted.
+    assert!(!report.worktree.exists());
+    assert!(report.worktree.starts_with(env.repo().join(".worktrees")));
+    assert_eq!(branches(&env.repo()), "");
+    let ev = trace(&report.trace_path);
+    let kinds: Vec<&str> = ev.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"task_start"));
+    assert_eq!(kinds.last(), Some(&"task_end"));
+    let rounds: Vec<&Value> = ev.iter().filter(|e| e["kind"] == "round_start").collect();
+    assert_eq!(rounds.len(), 4);
+    assert!(rounds.iter().all(|e| e["catalog_version"] == 1));
+    let call = ev.iter().find(|e| e["kind"] == "tool_call").unwrap();
+    assert_eq!(call["tool"], local_name("ws", "list_dir"));
+    assert_eq!(call["origin"]["remote_name"], "list_dir");
+    assert_eq!(call["state"], "completed");
+    // close MCP happens before task_end / worktree removal.
+    let closed = kinds.iter().position(|k| *k == "server_closed").unwrap();
+    assert!(closed < kinds.len() - 1);
+}
+
+#[tokio::test]
+async fn unexpected_tool_error_fails_run_but_still_cleans_up() {
+    let env = Env::new(TASK);
+    let fake = fake();
+    fake.0.config.lock().unwrap().behaviors.insert(
+        "read_file".into(),
+        Behavior::Result(json!({"content": [{"type": "text", "text": "no such file"}], "isError": true})),
+    );
+    let report = env.run(env.opts(&fake)).await;
+    let err = report.error.clone().unwrap();
+    assert!(err.contains("step 2") && err.contains("failed unexpectedly"), "{err}");
+    assert_eq!(fake.calls().len(), 2, "the run stopped; write_file never sent");
+    assert!(!report.worktree.exists());
+    assert_eq!(branches(&env.repo()), "");
+    let ev = trace(&report.trace_path);
+    assert_eq!(ev.last().unwrap()["ok"], false);
+}
+
+#[tokio::test]
+async fn keep_worktree_and_startup_failure_cleanup() {
+    let env = Env::new(TASK);
+    let fake = fake();
+    let mut opts = env.opts(&fake);
+    opts.keep_worktree = true;
+    let report = env.run(opts).await;
+    assert!(report.ok());
+    assert!(report.worktree.join("README.md").exists());
+    assert!(branches(&env.repo()).contains("agent/demo-task-"));
+    // Server missing an allowed tool → discovery error; worktree still removed.
+    let env2 = Env::new(TASK);
+    let broken = FakeServer::new(FakeConfig { pages: vec![vec![tool("read_file")]], ..Default::default() });
+    let report2 = env2.run(env2.opts(&broken)).await;
+    assert!(report2.error.as_deref().unwrap().contains("missing"), "{:?}", report2.error);
+    assert!(!report2.worktree.exists());
+    assert_eq!(branches(&env2.repo()), "");
+    // explicit cleanup of the kept one
+    let _ = Command::new("git").arg("-C").arg(env.repo()).args(["worktree", "remove", "--force"]).arg(&report.worktree).status();
+}
+
+/// A tiny stand-in for `POST /v1/chat/completions` on 127.0.0.1.
+async fn openai_standin(replies: Vec<Value>) -> (String, Arc<Mutex<Vec<(String, String, Value)>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        for reply in replies {
+            let Ok((mut sock, _)) = listener.accept().await else { return };
+            let mut buf = Vec::new();
+            let mut tmp = [0u8; 4096];
+            let (head_end, len) = loop {
+                let n = sock.read(&mut tmp).await.unwrap();
+                assert!(n > 0, "client closed early");
+                buf.extend_from_slice(&tmp[..n]);
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
+                    let len = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                        .unwrap_or(0);
+                    break (i + 4, len);
+                }
+            };
+            while buf.len() < head_end + len {
+                let n = sock.read(&mut tmp).await.unwrap();
+                buf.extend_from_slice(&tmp[..n]);
+            }
+            let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+            let request_line = head.lines().next().unwrap_or("").to_string();
+            let auth = head
+                .lines()
+                .find(|l| l.to_lowercase().starts_with("authorization:"))
+                .unwrap_or("")
+                .to_string();
+            let body: Value = serde_json::from_slice(&buf[head_end..head_end + len]).unwrap();
+            seen2.lock().unwrap().push((request_line, auth, body));
+            let out = reply.to_string();
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{out}",
+                out.len()
+            );
+            sock.write_all(resp.as_bytes()).await.unwrap();
+            let _ = sock.shutdown().await;
+        }
+    });
+    (format!("http://{addr}/v1"), seen)
+}
+
+#[tokio::test]
+async fn openai_compatible_provider_round_trip() {
+    let env = Env::new(TASK);
+    let fake = fake();
+    let read = local_name("ws", "read_file");
+    let replies = vec![
+        json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": read, "arguments": "{\"path\":\"README.md\"}"}},
+            {"id": "call_2", "type": "function", "function": {"name": read, "arguments": "{\"path\": 5}"}}
+        ]}}]}),
+        json!({"choices": [{"message": {"role": "assistant", "content": "All done."}}]}),
+    ];
+    let (base, seen) = openai_standin(replies).await;
+    let mut opts = env.opts(&fake);
+    opts.provider_override = Some(Arc::new(OpenAiProvider::new(&base, Some("sk-test".into()), "test-model").unwrap()));
+    let report = env.run(opts).await;
+    assert!(report.ok(), "{:?}", report.error);
+    assert_eq!(report.provider, "openai");
+    let r = report.result.unwrap();
+    assert_eq!(r.final_message, "All done.");
+    assert_eq!(r.tool_calls, 2);
+    assert_eq!(r.tool_errors, 1, "the bad-args call is an error for the model");
+    assert_eq!(fake.calls().len(), 1, "bad args were not sent");
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    let (line, auth, first) = &seen[0];
+    assert!(line.starts_with("POST /v1/chat/completions "), "{line}");
+    assert_eq!(auth.to_lowercase(), "authorization: bearer sk-test");
+    assert_eq!(first["model"], "test-model");
+    let tools = first["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 3);
+    assert!(tools.iter().all(|t| t["type"] == "function"));
+    let names: Vec<&str> = tools.iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&read.as_str()));
+    assert!(tools[0]["function"]["parameters"]["type"] == "object");
+    assert_eq!(first["messages"][0]["role"], "system");
+    assert_eq!(first["messages"][1]["role"], "user");
+    let second = &seen[1].2;
+    let msgs = second["messages"].as_array().unwrap();
+    let tool_msgs: Vec<&Value> = msgs.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tool_msgs.len(), 2);
+    assert_eq!(tool_msgs[0]["tool_call_id"], "call_1");
+    assert_eq!(serde_json::from_str::<Value>(tool_msgs[0]["content"].as_str().unwrap()).unwrap(), json!({"path": "README.md"}));
+    assert_eq!(tool_msgs[1]["tool_call_id"], "call_2");
+    assert!(tool_msgs[1]["content"].as_str().unwrap().starts_with("error: invalid arguments"));
+    assert!(msgs.iter().any(|m| m["role"] == "assistant" && m["tool_calls"][0]["id"] == "call_1"));
+}
+
+#[test]
+fn shipped_policy_and_sample_task_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let p = wasm_mcp_harness::policy::Policy::load(&root.join("policy/default.toml")).unwrap();
+    let ws = p.server("ws").unwrap();
+    assert_eq!(ws.required_tools(), ["read_file", "list_dir", "search", "write_file"]);
+    assert_eq!(ws.tool_policy("write_file").approval, wasm_mcp_harness::policy::Approval::Auto);
+    let t = wasm_mcp_harness::task::TaskFile::load(&root.join("tasks/sample.toml")).unwrap();
+    let script = t.scripted.unwrap();
+    assert!(script.steps.len() >= 4);
+    assert!(script.steps.iter().all(|s| ws.is_exposed(&s.tool)), "every step uses an allowed tool");
+    assert!(script.steps.iter().any(|s| s.tool == "write_file"));
+}

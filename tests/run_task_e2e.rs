@@ -1,0 +1,113 @@
+//! The whole product end to end: the harness creates a git worktree for a
+//! task, starts the real `wasm-mcp` server on it, runs the scripted agent
+//! loop through the real MCP client, and cleans up in reverse order.
+
+use std::path::Path;
+use std::process::Command;
+
+use wasm_mcp_harness::{run_task, ProviderChoice, RunOptions};
+
+mod support;
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(repo).args(args).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn sample_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("Cargo.toml"), "[workspace]\nmembers = [\"a\"]\n").unwrap();
+    std::fs::write(repo.join("README.md"), "# sample\nA workspace for tests.\n").unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]);
+    dir
+}
+
+fn policy(dir: &Path) -> std::path::PathBuf {
+    let plugins = support::plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf();
+    let text = format!(
+        r#"
+max_rounds = 16
+[approver]
+mode = "non-interactive"
+ask_default = "deny"
+
+[[servers]]
+id = "ws"
+command = "{bin}"
+args = ["serve", "--worktree", "{{worktree}}", "--plugins", "{plugins}", "--cache-dir", "{cache}"]
+cwd = "{{worktree}}"
+env = {{ WASM_MCP_LOG = "warn" }}
+allowed_tools = ["read_file", "list_dir", "search", "write_file"]
+protocol_versions = ["2025-11-25"]
+request_timeout_ms = 30000
+
+[servers.tools.read_file]
+approval = "auto"
+read_only = true
+idempotent = true
+[servers.tools.list_dir]
+approval = "auto"
+[servers.tools.search]
+approval = "auto"
+[servers.tools.write_file]
+approval = "auto"
+"#,
+        bin = support::server_bin().display(),
+        plugins = plugins.display(),
+        cache = support::cache_dir().display(),
+    );
+    let p = dir.join("policy.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_task_runs_against_the_real_server_and_cleans_up() {
+    let repo = sample_repo();
+    let scratch = tempfile::tempdir().unwrap();
+    let policy = policy(scratch.path());
+    let task = support::repo_root().join("tasks/sample.toml");
+    let report = run_task(
+        &policy,
+        &task,
+        RunOptions {
+            provider: ProviderChoice::Scripted,
+            repo: Some(repo.path().to_path_buf()),
+            out_dir: Some(scratch.path().join("runs")),
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .expect("run_task");
+    assert!(report.ok(), "run failed: {:?}", report.error);
+    let result = report.result.as_ref().unwrap();
+    assert_eq!(result.tool_calls, 6, "{result:?}");
+    assert_eq!(result.tool_errors, 1, "only the escape attempt fails: {result:?}");
+    assert_eq!(result.contract_violations, 0);
+    assert!(result.final_message.contains("Wrote NOTES.md"), "{}", result.final_message);
+
+    // The trace shows what the real server did, step by step.
+    let trace = std::fs::read_to_string(&report.trace_path).unwrap();
+    let events: Vec<serde_json::Value> = trace.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let calls: Vec<&serde_json::Value> = events.iter().filter(|e| e["kind"] == "tool_call").collect();
+    let write = calls.iter().find(|c| c["origin"]["remote_name"] == "write_file").expect("write_file call");
+    assert_eq!(write["state"], "completed");
+    let check = calls.iter().filter(|c| c["origin"]["remote_name"] == "read_file").nth(1).expect("read back");
+    assert!(check["result"].as_str().unwrap().contains("# Notes"), "{check}");
+    let escape = calls.last().unwrap();
+    assert!(escape["result"].as_str().unwrap().contains("escapes the worktree"), "{escape}");
+    assert!(events.iter().any(|e| e["kind"] == "server_closed"));
+
+    // Reverse-order shutdown left nothing behind: worktree and branch gone,
+    // the main checkout untouched.
+    assert!(!report.worktree.exists(), "worktree not removed");
+    let worktrees = git(repo.path(), &["worktree", "list", "--porcelain"]);
+    assert_eq!(worktrees.matches("worktree ").count(), 1, "{worktrees}");
+    let branches = git(repo.path(), &["branch", "--list", &report.branch]);
+    assert!(branches.trim().is_empty(), "branch {} left: {branches}", report.branch);
+    assert!(!repo.path().join("NOTES.md").exists(), "the task wrote into the main checkout");
+}
