@@ -3,28 +3,11 @@
 //! loop through the real MCP client, and cleans up in reverse order.
 
 use std::path::Path;
-use std::process::Command;
 
 use wasm_mcp_harness::{run_task, ProviderChoice, RunOptions};
 
 mod support;
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(repo).args(args).output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn sample_repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path();
-    git(repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("Cargo.toml"), "[workspace]\nmembers = [\"a\"]\n").unwrap();
-    std::fs::write(repo.join("README.md"), "# sample\nA workspace for tests.\n").unwrap();
-    git(repo, &["add", "."]);
-    git(repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]);
-    dir
-}
+use support::{git, sample_repo};
 
 fn policy(dir: &Path) -> std::path::PathBuf {
     let plugins = support::plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf();

@@ -43,6 +43,25 @@ pub fn plugin_dir(files: &[&str]) -> tempfile::TempDir {
     dir
 }
 
+/// Run git in `repo`; panics with git's stderr on failure.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(repo).args(args).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A fresh git repo with one commit (Cargo.toml, README.md).
+pub fn sample_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("Cargo.toml"), "[workspace]\nmembers = [\"a\"]\n").unwrap();
+    std::fs::write(repo.join("README.md"), "# sample\nA workspace for tests.\n").unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]);
+    dir
+}
+
 pub struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -87,6 +106,10 @@ impl Server {
         });
         let stdin = child.stdin.take();
         Server { child, stdin, lines: rx, next_id: 1, notifications: Vec::new(), garbage: Vec::new() }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Spawn and complete the initialize handshake.
