@@ -22,3 +22,10 @@ test: plugins
 bench *args="": plugins
     bash scripts/bench-baseline-venv.sh
     cargo run --release -p wasm-mcp-bench -- {{args}}
+
+# A short bounded fuzz run of the JSON-RPC / argument / cursor path (cargo fuzz, libFuzzer).
+fuzz seconds="20" target="jsonrpc_args":
+    command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+    mkdir -p fuzz/corpus/{{target}}
+    cd fuzz && mkdir -p target && RUSTC_BOOTSTRAP=1 cargo fuzz run {{target}} corpus/{{target}} seeds -- -max_total_time={{seconds}} -rss_limit_mb=2048 > target/fuzz.log 2>&1 || { tail -40 target/fuzz.log; echo "fuzz: {{target}} failed" >&2; exit 1; }
+    grep -E '^Done [0-9]+ runs' fuzz/target/fuzz.log
