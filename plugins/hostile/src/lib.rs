@@ -32,6 +32,7 @@ pub fn tools() -> Vec<Tool> {
         t("net", obj(json!({}), &[]), None),
         t("bad_output", obj(json!({}), &[]), Some(obj(json!({"n": {"type": "integer"}}), &["n"]))),
         t("panic", obj(json!({}), &[]), None),
+        t("append_then_spin", obj(json!({"path": s(), "line": s()}), &["path", "line"]), None),
     ]
 }
 
@@ -92,6 +93,18 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
         },
         "bad_output" => json!({"n": "not a number"}),
         "panic" => panic!("hostile plugin panicked on purpose"),
+        // A non-idempotent side effect followed by a hang: the fault tests
+        // kill the server here and check the write is never repeated.
+        "append_then_spin" => {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(arg("path")).map_err(io)?;
+            writeln!(f, "{}", arg("line")).map_err(io)?;
+            drop(f);
+            let mut i: u64 = 0;
+            loop {
+                i = std::hint::black_box(i.wrapping_add(1));
+            }
+        }
         _ => return Err((true, format!("unknown tool `{name}`"))),
     })
 }
@@ -139,7 +152,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 11);
+        assert_eq!(super::tools().len(), 12);
         assert_eq!(super::call("bad_output", "{}").unwrap()["n"], "not a number");
         assert_eq!(super::call("flood", r#"{"bytes": 5}"#).unwrap()["data"], "xxxxx");
         assert!(super::call("nope", "{}").unwrap_err().0);
