@@ -181,9 +181,28 @@ fn broken_plugins_are_refused_and_the_rest_still_served() {
     std::fs::write(dir.path().join("garbage.wasm"), b"this is not wasm").unwrap();
     // A core module (not a component): the smallest valid one.
     std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    // A component that exports some other world (here: nothing at all).
+    std::fs::write(dir.path().join("wrong-world.wasm"), wat::parse_str("(component)").unwrap()).unwrap();
     let (mut s, _) = Server::start(wt.path(), dir.path(), &[]);
     assert_eq!(s.list_all_tools().len(), 4);
     let r = s.call("read_file", json!({"path": "hello.txt"}));
     assert!(!is_error(&r));
+    // `wasm-mcp tools` reports each refusal on stderr, naming the file.
+    let out = std::process::Command::new(support::server_bin())
+        .args(["tools", "--no-cache", "--worktree"])
+        .arg(wt.path())
+        .arg("--plugins")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (file, why) in [
+        ("garbage.wasm", "not a WebAssembly component"),
+        ("core.wasm", "core wasm module"),
+        ("wrong-world.wasm", "cannot be linked"),
+    ] {
+        assert!(stderr.lines().any(|l| l.contains(file) && l.contains(why)), "no refusal of {file} in:\n{stderr}");
+    }
     assert!(s.shutdown().success());
 }
