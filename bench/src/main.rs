@@ -631,7 +631,7 @@ async fn run(args: Args) -> Result<()> {
         os("--max-concurrency"),
         os("16"),
     ]);
-    let ours_pool = ours.with_args(&[os("--pooling")]);
+    let ours_ondemand = ours.with_args(&[os("--allocator"), os("on-demand")]);
     let baseline = ServerSpec {
         name: "baseline",
         program: python.clone(),
@@ -674,7 +674,7 @@ async fn run(args: Args) -> Result<()> {
     eprintln!("bench: sequential read_file ...");
     let mut seq: Vec<(&str, &str, Arc<FileCase>, Stats)> = Vec::new();
     let mut servers: Vec<(&str, &ServerSpec)> =
-        vec![("ours", &ours), ("ours --pooling", &ours_pool)];
+        vec![("ours", &ours), ("ours on-demand", &ours_ondemand)];
     if baseline_on {
         servers.push(("baseline", &baseline));
     }
@@ -720,11 +720,11 @@ async fn run(args: Args) -> Result<()> {
         for case in [&small, &large] {
             let (o, p, b) = (
                 find("ours", case.rel).unwrap(),
-                find("ours --pooling", case.rel).unwrap(),
+                find("ours on-demand", case.rel).unwrap(),
                 find("baseline", case.rel).unwrap(),
             );
             println!(
-                "  {:<20} calls/s {} (pooling {}), p50 latency {} (pooling {})",
+                "  {:<20} calls/s {} (on-demand {}), p50 latency {} (on-demand {})",
                 case.label,
                 ratio(o.rate, b.rate),
                 ratio(p.rate, b.rate),

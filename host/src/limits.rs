@@ -29,26 +29,6 @@ impl Default for Limits {
     }
 }
 
-/// Granularity of the epoch ticker: deadlines are rounded up to this.
+/// Period of the epoch ticker: guests yield to the executor this often,
+/// and deadlines are checked at this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
-
-impl Limits {
-    /// The timeout as a number of epoch ticks (at least one).
-    pub fn epoch_ticks(&self) -> u64 {
-        let ticks = self.timeout.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
-        (ticks as u64).max(1)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ticks_round_up_and_never_zero() {
-        let l = Limits { timeout: Duration::from_millis(12), ..Limits::default() };
-        assert_eq!(l.epoch_ticks(), 3);
-        let l = Limits { timeout: Duration::ZERO, ..Limits::default() };
-        assert_eq!(l.epoch_ticks(), 1);
-    }
-}

@@ -38,6 +38,12 @@ enum Cmd {
     },
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Allocator {
+    Pooling,
+    OnDemand,
+}
+
 #[derive(Args, Clone)]
 struct CommonArgs {
     /// The task worktree: the only directory tools can see (as `/`).
@@ -70,9 +76,11 @@ struct CommonArgs {
     /// Mount the worktree read-only.
     #[arg(long)]
     read_only: bool,
-    /// Use the pooling instance allocator.
-    #[arg(long)]
-    pooling: bool,
+    /// Instance allocator: `pooling` (pre-reserved slots, fastest
+    /// instantiation; falls back to on-demand if the reservation fails) or
+    /// `on-demand`.
+    #[arg(long, value_enum, default_value_t = Allocator::Pooling)]
+    allocator: Allocator,
 }
 
 #[derive(Args)]
@@ -103,7 +111,7 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
         ..Limits::default()
     };
     let access = if c.read_only { FsAccess::ReadOnly } else { FsAccess::ReadWrite };
-    let sandbox = Sandbox::new(Some(&c.worktree), access, limits, &EngineOptions { pooling: c.pooling })?;
+    let sandbox = Sandbox::new(Some(&c.worktree), access, limits, &EngineOptions { pooling: c.allocator == Allocator::Pooling })?;
     let cache = ComponentCache::new(if c.no_cache { None } else { c.cache_dir.clone().or_else(default_cache_dir) });
     Registry::open(sandbox, cache, &c.plugins, c.allow.clone()).await
 }
@@ -148,7 +156,7 @@ async fn main() -> std::process::ExitCode {
             let catalog = reg.catalog();
             let outcome = reg.call(&catalog, &tool, args).await.with_context(|| format!("unknown tool {tool}"))?;
             let (ok, v) = match outcome {
-                Outcome::Ok(v) => (true, v),
+                Outcome::Ok { value, .. } => (true, value),
                 Outcome::InvalidArguments(m) => (false, serde_json::json!({"invalid_arguments": m})),
                 Outcome::Failed(e) => (false, serde_json::json!({e.kind(): e.to_string()})),
                 Outcome::ContractViolation(m) => (false, serde_json::json!({"contract_violation": m})),

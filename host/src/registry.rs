@@ -26,8 +26,9 @@ struct Stamp {
 /// The outcome of a tool call as the server reports it.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Structured result (a JSON object valid against the output schema).
-    Ok(Value),
+    /// Structured result (a JSON object valid against the output schema),
+    /// and the plugin's own JSON text of it (sent as the text block as is).
+    Ok { value: Value, text: String },
     /// Arguments did not match the input schema (the caller's fault).
     InvalidArguments(String),
     /// The tool failed, trapped, or broke its contract.
@@ -158,7 +159,7 @@ impl Registry {
                 Outcome::Failed(e)
             }
             Ok(text) => match wasm_mcp_protocol::check_result(&text, tool.output.as_ref()) {
-                Ok(v) => Outcome::Ok(v),
+                Ok(value) => Outcome::Ok { value, text },
                 Err(e) => Outcome::ContractViolation(e),
             },
         };

@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use wasmtime::component::{Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::limits::{Limits, EPOCH_TICK};
@@ -96,6 +97,9 @@ impl Sandbox {
         b.stdout(stdout.clone()).stderr(stderr.clone());
         b.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
         b.socket_addr_check(|_, _| Box::pin(async { false }));
+        // File operations run on the calling thread (which already runs the
+        // guest) instead of a spawn_blocking round trip per operation.
+        b.allow_blocking_current_thread(true);
         if let (true, Some(w)) = (with_fs, &self.worktree) {
             let perms = match self.access {
                 FsAccess::ReadOnly => FsPerms::ReadOnly,
@@ -114,8 +118,14 @@ impl Sandbox {
         let state = StoreState { wasi: b.build(), table: ResourceTable::new(), limits, stdout, stderr };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(self.limits.epoch_ticks());
-        store.epoch_deadline_trap();
+        // Every epoch tick the guest yields to the async executor (so a
+        // long-running call never starves other requests on this worker
+        // thread); past the call's deadline it is interrupted with a trap.
+        let deadline = Instant::now() + self.limits.timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+        });
         Ok(store)
     }
 }
@@ -128,13 +138,20 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
     cfg.max_wasm_stack(1 << 20);
     if opts.pooling {
         let mut pool = wasmtime::PoolingAllocationConfig::default();
-        let slots = (limits.max_concurrency as u32 + 2) * 4;
+        let slots = (limits.max_concurrency as u32 + 2) * 6;
         pool.total_component_instances(limits.max_concurrency as u32 + 2);
         pool.total_core_instances(slots);
         pool.total_memories(slots);
         pool.total_tables(slots);
         pool.max_memory_size(limits.memory_bytes);
         cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        match Engine::new(&cfg) {
+            Ok(engine) => return Ok(engine),
+            Err(e) => {
+                tracing::warn!("pooling allocator unavailable ({e:#}); using on-demand allocation");
+                cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::OnDemand);
+            }
+        }
     }
     Engine::new(&cfg).map_err(anyhow::Error::from).context("creating the wasmtime engine")
 }

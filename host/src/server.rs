@@ -117,9 +117,8 @@ impl ServerHandler for McpServer {
             return Err(McpError::invalid_params(format!("Unknown tool: {name}"), Some(json!({"name": name}))));
         };
         let result = match outcome {
-            Outcome::Ok(v) => {
-                let text = v.to_string();
-                let mut r = CallToolResult::structured(v);
+            Outcome::Ok { value, text } => {
+                let mut r = CallToolResult::structured(value);
                 r.content = vec![ContentBlock::text(text)];
                 r
             }
