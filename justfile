@@ -17,6 +17,7 @@ run-task task="tasks/sample.toml" *args="": build
 test: plugins
     cargo test --workspace --no-fail-fast
     cargo test --manifest-path plugins/Cargo.toml
+    cargo test -p wasm-mcp-host --test load -- --ignored --nocapture
 
 # Benchmarks (release build): ours vs the Python FastMCP baseline, start-up, instantiation, concurrency.
 bench *args="": plugins

@@ -73,6 +73,11 @@ fn workspace_tools_cannot_leave_the_worktree() {
     }
     assert!(!root.path().join("escaped.txt").exists());
     assert_eq!(std::fs::read_to_string(root.path().join("secret.txt")).unwrap(), SECRET);
+    // The git metadata of a linked worktree cannot be redirected.
+    std::fs::write(root.path().join("wt/.git"), "gitdir: /original\n").unwrap();
+    let r = s.call("write_file", json!({"path": ".git", "content": "gitdir: /evil"}));
+    assert!(is_error(&r), "{r}");
+    assert_eq!(std::fs::read_to_string(root.path().join("wt/.git")).unwrap(), "gitdir: /original\n");
     // search walks the worktree only, never through dir_link.
     let r = s.call("search", json!({"pattern": "TOP-SECRET"}));
     assert_eq!(r["structuredContent"]["matches"].as_array().map(Vec::len), Some(0), "{r}");

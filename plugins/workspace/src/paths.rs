@@ -30,6 +30,13 @@ pub fn normalize(raw: &str) -> Result<String, ToolErr> {
     Ok(if parts.is_empty() { ".".to_string() } else { parts.join("/") })
 }
 
+/// True for the worktree's git metadata (`.git`, a file in a linked
+/// worktree, or anything under it). Tools may read it but never write it:
+/// the harness relies on it to remove the worktree.
+pub fn is_git_metadata(rel: &str) -> bool {
+    rel.split('/').next() == Some(".git")
+}
+
 /// The path to open for a normalized relative path under `root`.
 pub fn resolve(root: &Path, rel: &str) -> PathBuf {
     if rel == "." {
@@ -72,6 +79,15 @@ mod tests {
             assert!(e.message.contains("path escapes the worktree"), "{p}");
         }
         assert_eq!(normalize("a\0b").unwrap_err().code, Code::InvalidArguments);
+    }
+
+    #[test]
+    fn spots_git_metadata() {
+        assert!(is_git_metadata(".git"));
+        assert!(is_git_metadata(".git/config"));
+        assert!(!is_git_metadata(".github/workflows/ci.yml"));
+        assert!(!is_git_metadata("src/.git"));
+        assert!(!is_git_metadata("."));
     }
 
     #[test]

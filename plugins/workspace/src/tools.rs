@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::{Code, Desc, ToolErr};
-use crate::paths::{join_rel, normalize, resolve};
+use crate::paths::{is_git_metadata, join_rel, normalize, resolve};
 
 /// No tool reads (or writes) more than this many bytes of one file.
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
@@ -67,7 +67,8 @@ pub fn descriptors() -> Vec<Desc> {
             title: "Write file",
             description: "Write a text file of the worktree, replacing it if it exists. `path` is \
                 relative to the worktree root; `content` is at most 2 MiB (UTF-8 bytes). Parent \
-                directories are created only when `create_dirs` is true.",
+                directories are created only when `create_dirs` is true. The worktree's `.git` \
+                metadata is never writable.",
             input_schema: json!({
                 "type": "object",
                 "properties": {
@@ -289,6 +290,9 @@ fn write_file(root: &Path, a: WriteArgs) -> Result<Value, ToolErr> {
     let rel = normalize(&a.path)?;
     if rel == "." {
         return Err(ToolErr::invalid("path must name a file, not the worktree root"));
+    }
+    if is_git_metadata(&rel) {
+        return Err(ToolErr::new(Code::PermissionDenied, format!("{rel}: the worktree's git metadata is not writable")));
     }
     let full = resolve(root, &rel);
     let existing = fs::symlink_metadata(&full).ok();

@@ -121,6 +121,12 @@ fn write_file_creates_and_overwrites() {
     );
     let big = "x".repeat(MAX_FILE_BYTES as usize + 1);
     assert_eq!(t.call("write_file", json!({"path": "big", "content": big})).unwrap_err().code, Code::TooLarge);
+    t.put(".git", b"gitdir: /elsewhere\n");
+    for p in [".git", "/.git", "./.git/config", "x/../.git"] {
+        let e = t.call("write_file", json!({"path": p, "content": "gitdir: /evil"})).unwrap_err();
+        assert_eq!(e.code, Code::PermissionDenied, "{p}");
+    }
+    assert_eq!(fs::read_to_string(t.0.join(".git")).unwrap(), "gitdir: /elsewhere\n");
 }
 
 #[test]
