@@ -206,3 +206,23 @@ fn broken_plugins_are_refused_and_the_rest_still_served() {
     }
     assert!(s.shutdown().success());
 }
+
+#[test]
+fn a_refused_plugin_is_not_retried_until_it_changes() {
+    let wt = worktree();
+    let dir = plugin_dir(&["plugins/workspace.wasm"]);
+    std::fs::write(dir.path().join("later.wasm"), b"not yet a component").unwrap();
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("server.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut s = Server::spawn_with_stderr(wt.path(), dir.path(), &["--watch-ms", "50"], log.into());
+    s.initialize();
+    std::thread::sleep(Duration::from_millis(600)); // ~10 rescans
+    let refusals = std::fs::read_to_string(&log_path).unwrap().matches("refused plugin").count();
+    assert_eq!(refusals, 1, "an unchanged refused file was re-read on every scan");
+    // Once the file becomes a real plugin, it is loaded and clients are told.
+    std::fs::copy(plugin("test-plugins/hostile.wasm"), dir.path().join("later.wasm")).unwrap();
+    assert!(s.wait_notification("notifications/tools/list_changed", Duration::from_secs(60)).is_some());
+    assert!(s.list_all_tools().iter().any(|t| t["name"] == "spin"));
+    assert!(s.shutdown().success());
+}

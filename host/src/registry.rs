@@ -2,7 +2,7 @@
 //! current [`Catalog`], reloads when the directory changes, and the call
 //! path (validation → sandboxed call → output checks).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
@@ -43,7 +43,9 @@ pub struct Registry {
     dir: PathBuf,
     allow: Option<Vec<String>>,
     catalog: RwLock<Arc<Catalog>>,
-    loaded: tokio::sync::Mutex<HashMap<PathBuf, (Stamp, Arc<Plugin>)>>,
+    /// Every `*.wasm` seen, by path: its stamp and the plugin, or `None`
+    /// when it was refused.
+    loaded: tokio::sync::Mutex<BTreeMap<PathBuf, (Stamp, Option<Arc<Plugin>>)>>,
     permits: Semaphore,
 }
 
@@ -78,7 +80,7 @@ impl Registry {
             dir: dir.to_owned(),
             allow,
             catalog: RwLock::new(Arc::new(Catalog::build(0, &[], None))),
-            loaded: tokio::sync::Mutex::new(HashMap::new()),
+            loaded: tokio::sync::Mutex::new(BTreeMap::new()),
         });
         reg.reload().await?;
         Ok(reg)
@@ -98,34 +100,38 @@ impl Registry {
     pub async fn reload(&self) -> Result<bool> {
         let files = scan(&self.dir)?;
         let mut loaded = self.loaded.lock().await;
-        let mut next = HashMap::new();
+        let mut next = BTreeMap::new();
         let mut changed_files = false;
         for (path, stamp) in files {
             if let Some((old, plugin)) = loaded.get(&path) {
                 if *old == stamp {
+                    // Unchanged: keep it (a refused file stays refused until it changes).
                     next.insert(path, (stamp, plugin.clone()));
                     continue;
                 }
             }
             changed_files = true;
             let started = std::time::Instant::now();
-            match Plugin::load(&self.sandbox, &self.cache, &path).await {
+            let plugin = match Plugin::load(&self.sandbox, &self.cache, &path).await {
                 Ok(p) => {
                     tracing::info!(plugin = %path.display(), tools = p.tools.len(), cache = ?p.cache,
                         ms = started.elapsed().as_millis() as u64, "loaded plugin");
-                    next.insert(path, (stamp, p));
+                    Some(p)
                 }
-                Err(e) => tracing::error!("refused plugin: {e:#}"),
-            }
+                Err(e) => {
+                    tracing::error!("refused plugin: {e:#}");
+                    None
+                }
+            };
+            next.insert(path, (stamp, plugin));
         }
         changed_files |= loaded.len() != next.len();
         *loaded = next;
         if !changed_files {
             return Ok(false);
         }
-        let mut plugins: Vec<(PathBuf, Arc<Plugin>)> = loaded.iter().map(|(p, (_, pl))| (p.clone(), pl.clone())).collect();
-        plugins.sort_by(|a, b| a.0.cmp(&b.0));
-        let plugins: Vec<Arc<Plugin>> = plugins.into_iter().map(|(_, p)| p).collect();
+        // BTreeMap order = file-name order: the first plugin defining a name wins.
+        let plugins: Vec<Arc<Plugin>> = loaded.values().filter_map(|(_, p)| p.clone()).collect();
         let old = self.catalog();
         let new = Catalog::build(old.version + 1, &plugins, self.allow.as_deref());
         for r in &new.rejections {

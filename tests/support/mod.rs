@@ -78,6 +78,11 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 impl Server {
     /// Spawn `wasm-mcp serve` with the given worktree and plugin dir.
     pub fn spawn(worktree: &Path, plugins: &Path, extra: &[&str]) -> Server {
+        Self::spawn_with_stderr(worktree, plugins, extra, Stdio::inherit())
+    }
+
+    /// Like [`Server::spawn`], with the server's stderr (its log) sent to `stderr`.
+    pub fn spawn_with_stderr(worktree: &Path, plugins: &Path, extra: &[&str], stderr: Stdio) -> Server {
         let mut cmd = Command::new(server_bin());
         cmd.arg("serve")
             .arg("--worktree")
@@ -92,7 +97,7 @@ impl Server {
             .env("WASM_MCP_CANARY", "should-not-be-visible")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         let mut child = cmd.spawn().expect("spawn wasm-mcp");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
