@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 use crate::catalog::CatalogSnapshot;
 use crate::connection::ConnectionHandle;
 use crate::faults::{may_retry, CallFault};
-use crate::naming::Binding;
+use crate::naming::{sanitize, Binding};
 use crate::policy::{ArtifactMode, Policy, ToolPolicy};
 use crate::registry::{HandlerFailure, HandlerOutput, ToolHandler, ToolSpec};
 use crate::BoxFut;
@@ -40,8 +40,8 @@ impl ArtifactStore {
         }
     }
 
-    fn store(&self, tool: &str, mime: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-        std::fs::create_dir_all(&self.dir)?;
+    async fn store(&self, tool: &str, mime: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+        tokio::fs::create_dir_all(&self.dir).await?;
         let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
         let ext = match mime {
             "image/png" => "png",
@@ -54,12 +54,8 @@ impl ArtifactStore {
             "application/json" => "json",
             _ => "bin",
         };
-        let safe: String = tool
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
-            .collect();
-        let path = self.dir.join(format!("{n:04}-{safe}.{ext}"));
-        std::fs::write(&path, bytes)?;
+        let path = self.dir.join(format!("{n:04}-{}.{ext}", sanitize(tool)));
+        tokio::fs::write(&path, bytes).await?;
         Ok(path)
     }
 }
@@ -83,7 +79,7 @@ impl ToolHandler for McpToolHandler {
                 ));
                 match self.conn.request(req, self.timeout).await {
                     Ok(v) => {
-                        let mut out = self.convert(v).map_err(|e| HandlerFailure {
+                        let mut out = self.convert(v).await.map_err(|e| HandlerFailure {
                             fault: e,
                             attempts: attempt + 1,
                         })?;
@@ -108,7 +104,7 @@ impl ToolHandler for McpToolHandler {
 }
 
 impl McpToolHandler {
-    fn convert(&self, v: Value) -> Result<HandlerOutput, CallFault> {
+    async fn convert(&self, v: Value) -> Result<HandlerOutput, CallFault> {
         let obj = v
             .as_object()
             .ok_or_else(|| CallFault::Protocol("tools/call result is not an object".into()))?;
@@ -116,7 +112,8 @@ impl McpToolHandler {
             return Err(CallFault::Protocol("unsupported non-complete tools/call result".into()));
         }
         let is_error = obj.get("isError").and_then(Value::as_bool).unwrap_or(false);
-        let structured = obj.get("structuredContent").cloned();
+        // `"structuredContent": null` is no structured content (the text is the result).
+        let structured = obj.get("structuredContent").filter(|v| !v.is_null()).cloned();
         let mut texts = Vec::new();
         let mut artifacts = Vec::new();
         let mut refused = None;
@@ -129,18 +126,18 @@ impl McpToolHandler {
                 continue;
             }
             // Non-text content.
-            let (mime, bytes): (String, Option<Vec<u8>>) = match kind {
+            let (mime, bytes): (String, Result<Vec<u8>, String>) = match kind {
                 "image" | "audio" => (
                     b.get("mimeType").and_then(Value::as_str).unwrap_or("application/octet-stream").into(),
-                    b.get("data").and_then(Value::as_str).map(decode_b64),
+                    b64_field(b, "data"),
                 ),
                 "resource" => {
                     let r = b.get("resource").cloned().unwrap_or(Value::Null);
                     let mime = r.get("mimeType").and_then(Value::as_str).unwrap_or("application/octet-stream");
                     if let Some(t) = r.get("text").and_then(Value::as_str) {
-                        (mime.into(), Some(t.as_bytes().to_vec()))
+                        (mime.into(), Ok(t.as_bytes().to_vec()))
                     } else {
-                        (mime.into(), r.get("blob").and_then(Value::as_str).map(decode_b64))
+                        (mime.into(), b64_field(&r, "blob"))
                     }
                 }
                 "resource_link" => {
@@ -148,21 +145,21 @@ impl McpToolHandler {
                     texts.push(format!("[resource link: {uri}]"));
                     continue;
                 }
-                other => (format!("unknown/{other}"), None),
+                other => (format!("unknown/{other}"), Err("unsupported content block".into())),
             };
             if self.artifact_mode == ArtifactMode::Refuse {
                 refused = Some(format!("tool returned non-text content ({mime}), which policy refuses"));
                 continue;
             }
             match bytes {
-                Some(bytes) => match self.artifacts.store(&self.remote, &mime, &bytes) {
+                Ok(bytes) => match self.artifacts.store(&self.remote, &mime, &bytes).await {
                     Ok(p) => {
                         texts.push(format!("[{kind} content stored as artifact {} ({mime}, {} bytes)]", p.display(), bytes.len()));
                         artifacts.push(p);
                     }
                     Err(e) => refused = Some(format!("could not store {mime} artifact: {e}")),
                 },
-                None => refused = Some(format!("unsupported content block ({mime})")),
+                Err(why) => refused = Some(format!("{why} ({kind}, {mime})")),
             }
         }
         Ok(HandlerOutput {
@@ -176,10 +173,16 @@ impl McpToolHandler {
     }
 }
 
-fn decode_b64(s: &str) -> Vec<u8> {
+/// The base64 string field `field` of a content block, decoded. Missing or
+/// undecodable data is an error: nothing is stored in its place.
+fn b64_field(block: &Value, field: &str) -> Result<Vec<u8>, String> {
+    let data = block
+        .get(field)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("content block has no `{field}`"))?;
     base64::engine::general_purpose::STANDARD
-        .decode(s.trim())
-        .unwrap_or_else(|_| b"<invalid base64>".to_vec())
+        .decode(data.trim())
+        .map_err(|e| format!("content block `{field}` is not valid base64: {e}"))
 }
 
 /// Registry tools for every catalog entry, bound to the server connections.

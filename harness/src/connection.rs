@@ -407,7 +407,7 @@ impl ConnectionHandle {
     /// precisely and no client-side response cache is involved.)
     pub async fn request(&self, req: ClientRequest, timeout: Duration) -> Result<Value, CallFault> {
         if !self.is_alive() {
-            return Err(CallFault::Disconnected);
+            return Err(CallFault::NotConnected);
         }
         let fut = async {
             let handle = self

@@ -27,6 +27,9 @@ pub enum CallFault {
     Timeout(Duration),
     #[error("server connection lost")]
     Disconnected,
+    /// The connection was already down: the request was never sent.
+    #[error("server connection is down; the request was not sent (it is reconnected between rounds)")]
+    NotConnected,
     #[error("JSON-RPC error {code}: {message}")]
     Rpc { code: i32, message: String },
     #[error("protocol error: {0}")]
@@ -37,6 +40,7 @@ impl CallFault {
     pub fn state(&self) -> CallState {
         match self {
             CallFault::Timeout(_) | CallFault::Disconnected => CallState::Unknown,
+            CallFault::NotConnected => CallState::NotSent,
             CallFault::Rpc { .. } => CallState::Rejected,
             // A malformed answer still means the server answered something.
             CallFault::Protocol(_) => CallState::Unknown,
@@ -84,6 +88,8 @@ mod tests {
         assert!(!may_retry(&ro, &t, 1), "one retry at most");
         assert!(!may_retry(&ro_only, &t, 0), "read-only alone is not enough");
         assert!(!may_retry(&ro, &CallFault::Disconnected, 0));
+        assert_eq!(CallFault::NotConnected.state(), CallState::NotSent);
+        assert!(!may_retry(&ro, &CallFault::NotConnected, 0));
         assert!(matches!(
             CallFault::from_service(ServiceError::TransportClosed, Duration::ZERO),
             CallFault::Disconnected

@@ -13,7 +13,8 @@ const HASH_LEN: usize = 8;
 /// `mcp_` + `_` + `_` + hash.
 const FIXED: usize = 4 + 1 + 1 + HASH_LEN;
 
-fn sanitize(s: &str) -> String {
+/// Every character outside `[A-Za-z0-9_]` becomes `_` (one byte per char).
+pub(crate) fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
         .collect()

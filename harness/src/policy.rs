@@ -35,6 +35,12 @@ pub enum PolicyError {
     UnknownPlaceholder(String),
     #[error("unterminated placeholder in `{0}`")]
     Unterminated(String),
+    /// Any of the above, for a policy read from a file (names the file).
+    #[error("policy {}: {error}", path.display())]
+    File {
+        path: PathBuf,
+        error: Box<PolicyError>,
+    },
 }
 
 /// How a tool call is approved. Annotations from the server are hints only;
@@ -194,6 +200,13 @@ impl ServerPolicy {
         if self.protocol_versions.is_empty() {
             return Err(bad("protocol_versions is empty".into()));
         }
+        if let Some(k) = self
+            .env
+            .keys()
+            .find(|k| k.is_empty() || k.contains(['=', '\0']))
+        {
+            return Err(bad(format!("env: invalid variable name {k:?}")));
+        }
         if self.request_timeout_ms == 0 {
             return Err(bad("request_timeout_ms must be > 0".into()));
         }
@@ -327,11 +340,15 @@ impl Policy {
             path: path.to_owned(),
             source,
         })?;
-        if path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{') {
+        let parsed = if path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{') {
             Self::from_json(&text)
         } else {
             Self::from_toml(&text)
-        }
+        };
+        parsed.map_err(|error| PolicyError::File {
+            path: path.to_owned(),
+            error: Box::new(error),
+        })
     }
 
     pub fn from_toml(text: &str) -> Result<Self, PolicyError> {
@@ -555,8 +572,35 @@ approval = "auto"
         assert!(matches!(Policy::from_toml(&dup), Err(PolicyError::Global(m)) if m.contains("duplicate")));
         let sse = r#"{"mcpServers": {"x": {"type": "sse", "command": "c", "args": ["--worktree", "{worktree}"]}}}"#;
         assert!(Policy::from_json(sse).is_err());
+        assert!(matches!(
+            Policy::from_json(sse),
+            Err(PolicyError::Invalid { server, message }) if server == "x" && message.contains("sse")
+        ));
         let stray_tool = TOML.replace("[servers.tools.write_file]", "[servers.tools.list_dir]");
         assert!(Policy::from_toml(&stray_tool).is_err());
+        assert!(matches!(
+            Policy::from_toml(&stray_tool),
+            Err(PolicyError::Invalid { message, .. }) if message.contains("tools.list_dir")
+        ));
+        let bad_env = TOML.replace("RUST_LOG = ", "\"A=B\" = ");
+        assert!(matches!(
+            Policy::from_toml(&bad_env),
+            Err(PolicyError::Invalid { message, .. }) if message.contains("env")
+        ));
+    }
+
+    #[test]
+    fn load_errors_name_the_file_and_field() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("bad-policy.toml");
+        std::fs::write(&path, TOML.replace("request_timeout_ms = 1500", "request_timeout_ms = \"soon\"")).unwrap();
+        let msg = Policy::load(&path).unwrap_err().to_string();
+        assert!(msg.contains("bad-policy.toml"), "{msg}");
+        assert!(msg.contains("request_timeout_ms"), "{msg}");
+        let path = d.path().join("bad-policy.json");
+        std::fs::write(&path, r#"{"mcpServers": {"ws": {"command": "c", "args": []}}}"#).unwrap();
+        let msg = Policy::load(&path).unwrap_err().to_string();
+        assert!(msg.contains("bad-policy.json") && msg.contains("--worktree"), "{msg}");
     }
 
     #[test]

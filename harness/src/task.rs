@@ -45,8 +45,33 @@ fn default_base() -> String {
 impl TaskFile {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("read task {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("parse task {}", path.display()))
+        let task: Self = toml::from_str(&text).with_context(|| format!("parse task {}", path.display()))?;
+        task.validate().with_context(|| format!("invalid task {}", path.display()))?;
+        Ok(task)
     }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.id.trim().is_empty(), "`id` is empty");
+        anyhow::ensure!(!self.base_ref.trim().is_empty(), "`base_ref` is empty");
+        anyhow::ensure!(self.max_rounds != Some(0), "`max_rounds` must be > 0");
+        Ok(())
+    }
+}
+
+/// A run id unique within this process (and, through pid + time, across processes).
+fn new_run_id(task_id: &str) -> String {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    format!("{}-{stamp}-{}-{seq}", sanitize_id(task_id), std::process::id())
+}
+
+/// Run blocking work (git, file writes) off the async worker threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
+    tokio::task::spawn_blocking(f).await.context("blocking task failed")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,28 +144,28 @@ pub async fn run_task(policy_path: &Path, task_path: &Path, opts: RunOptions) ->
     let policy = Policy::load(policy_path)?;
     let task = TaskFile::load(task_path)?;
     let repo = match &opts.repo {
-        Some(r) => std::fs::canonicalize(r)?,
-        None => Worktree::repo_root(&std::env::current_dir()?)?,
+        Some(r) => std::fs::canonicalize(r).with_context(|| format!("repo {}", r.display()))?,
+        None => Worktree::repo_root(&std::env::current_dir().context("current dir")?)?,
     };
     let provider = match &opts.provider_override {
         Some(p) => p.clone(),
         None => choose_provider(opts.provider, &task)?,
     };
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis();
-    let run_id = format!("{}-{stamp}-{}", sanitize_id(&task.id), std::process::id());
+    let run_id = new_run_id(&task.id);
     let runtime_dir = opts
         .out_dir
         .clone()
         .unwrap_or_else(|| repo.join(".cache/agent-runs"))
         .join(&run_id);
-    std::fs::create_dir_all(&runtime_dir)?;
-    let runtime_dir = std::fs::canonicalize(&runtime_dir)?;
+    let runtime_dir = std::fs::create_dir_all(&runtime_dir)
+        .and_then(|()| std::fs::canonicalize(&runtime_dir))
+        .with_context(|| format!("runtime dir {}", runtime_dir.display()))?;
     let trace = Arc::new(Trace::new());
     let wt_root = opts.worktrees_root.clone().unwrap_or_else(|| repo.join(".worktrees"));
-    let mut worktree = Worktree::create(&repo, &wt_root, &run_id, &task.base_ref)?;
+    let mut worktree = {
+        let (repo, run_id, base_ref) = (repo.clone(), run_id.clone(), task.base_ref.clone());
+        blocking(move || Worktree::create(&repo, &wt_root, &run_id, &base_ref)).await??
+    };
     trace.record(
         "task_start",
         json!({"run_id": run_id, "task": task.id, "provider": provider.name(),
@@ -194,14 +219,21 @@ pub async fn run_task(policy_path: &Path, task_path: &Path, opts: RunOptions) ->
     trace.record("task_end", json!({"ok": error.is_none(), "error": error}));
     // 3. persist trace.
     let trace_path = runtime_dir.join("trace.jsonl");
-    let persist = trace.write_jsonl(&trace_path);
+    let persist = {
+        let (trace, path) = (trace.clone(), trace_path.clone());
+        blocking(move || trace.write_jsonl(&path)).await?
+    };
     // 4. worktree + branch.
     let kept = opts.keep_worktree;
-    let removal = if kept {
+    let (worktree, removal) = if kept {
         worktree.keep();
-        Ok(())
+        (worktree, Ok(()))
     } else {
-        worktree.remove()
+        blocking(move || {
+            let r = worktree.remove();
+            (worktree, r)
+        })
+        .await?
     };
     persist.with_context(|| format!("write trace {}", trace_path.display()))?;
     if let Err(e) = &removal {
@@ -218,4 +250,29 @@ pub async fn run_task(policy_path: &Path, task_path: &Path, opts: RunOptions) ->
         result: outcome.ok(),
         error: error.or_else(|| removal.err().map(|e| format!("worktree cleanup: {e}"))),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_unique_within_a_process() {
+        // Two runs of the same task started in the same millisecond must not
+        // share a worktree, branch or runtime dir.
+        let ids: std::collections::HashSet<String> = (0..50).map(|_| new_run_id("t")).collect();
+        assert_eq!(ids.len(), 50);
+    }
+
+    #[test]
+    fn task_file_errors_name_the_file_and_field() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("bad-task.toml");
+        std::fs::write(&path, "id = \"x\"\nprompt = \"p\"\nmax_rounds = 0\n").unwrap();
+        let msg = format!("{:#}", TaskFile::load(&path).unwrap_err());
+        assert!(msg.contains("bad-task.toml") && msg.contains("max_rounds"), "{msg}");
+        std::fs::write(&path, "id = \"x\"\n").unwrap();
+        let msg = format!("{:#}", TaskFile::load(&path).unwrap_err());
+        assert!(msg.contains("bad-task.toml") && msg.contains("prompt"), "{msg}");
+    }
 }

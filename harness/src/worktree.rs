@@ -27,7 +27,11 @@ fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
         .arg("-C")
         .arg(repo)
         .args(args)
-        .output()?;
+        .output()
+        .map_err(|e| WorktreeError::Git {
+            args: args.join(" "),
+            message: format!("cannot run git: {e}"),
+        })?;
     if !out.status.success() {
         return Err(WorktreeError::Git {
             args: args.join(" "),

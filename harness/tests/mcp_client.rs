@@ -303,3 +303,55 @@ async fn list_changed_refreshes_only_at_safe_point() {
     assert_eq!(s.snapshot().version, 2);
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn undecodable_or_missing_binary_content_is_refused_not_faked() {
+    let result = json!({"content": [
+        {"type": "text", "text": "see image"},
+        {"type": "image", "data": "%%% not base64 %%%", "mimeType": "image/png"},
+    ]});
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert("read_file".into(), Behavior::Result(result));
+    cfg.behaviors.insert(
+        "list_dir".into(),
+        Behavior::Result(json!({"content": [{"type": "audio", "mimeType": "audio/wav"}]})),
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, dir) = session(&fake, policy("")).await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert_eq!(o.error, Some(ErrorKind::ContentRefused), "{}", o.model_text);
+    assert!(o.model_text.contains("base64"), "{}", o.model_text);
+    assert!(o.artifacts.is_empty());
+    let o = s.registry().invoke(&local_name("ws", "list_dir"), r#"{"path": "a"}"#).await;
+    assert_eq!(o.error, Some(ErrorKind::ContentRefused), "{}", o.model_text);
+    assert!(!dir.path().join("artifacts").exists(), "no placeholder file stored");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn null_structured_content_leaves_the_text_result() {
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert(
+        "read_file".into(),
+        Behavior::Result(json!({"content": [{"type": "text", "text": "hello"}], "structuredContent": null})),
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, _d) = session(&fake, policy("")).await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert!(!o.is_error(), "{}", o.model_text);
+    assert_eq!(o.model_text, "hello");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn call_on_a_dead_connection_is_not_sent_rather_than_unknown() {
+    let fake = FakeServer::new(FakeConfig::default());
+    let (mut s, _t, _d) = session(&fake, policy("")).await;
+    s.connection("ws").unwrap().close().await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert_eq!(o.error, Some(ErrorKind::Fault));
+    assert_eq!(o.state, CallState::NotSent, "{}", o.model_text);
+    assert!(!o.model_text.contains("unknown"), "{}", o.model_text);
+    assert!(fake.calls().is_empty());
+    s.shutdown().await;
+}

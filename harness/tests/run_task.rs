@@ -138,6 +138,11 @@ async fn scripted_run_creates_worktree_runs_and_cleans_up() {
     // close MCP happens before task_end / worktree removal.
     let closed = kinds.iter().position(|k| *k == "server_closed").unwrap();
     assert!(closed < kinds.len() - 1);
+    // ... and after the rounds stopped: final answer, then close, then task_end.
+    let final_at = kinds.iter().position(|k| *k == "final").unwrap();
+    assert!(final_at < closed, "{kinds:?}");
+    assert_eq!(closed, kinds.len() - 2, "nothing between closing MCP and task_end: {kinds:?}");
+    assert!(!kinds[closed..].iter().any(|k| *k == "tool_call" || *k == "round_start"));
 }
 
 #[tokio::test]
@@ -289,4 +294,60 @@ fn shipped_policy_and_sample_task_are_valid() {
     assert!(script.steps.len() >= 4);
     assert!(script.steps.iter().all(|s| ws.is_exposed(&s.tool)), "every step uses an allowed tool");
     assert!(script.steps.iter().any(|s| s.tool == "write_file"));
+}
+
+/// One raw HTTP response to whatever request arrives.
+async fn http_once(status_line: &str, body: String) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let status_line = status_line.to_string();
+    tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let mut tmp = [0u8; 4096];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = sock.read(&mut tmp).await.unwrap();
+            if n == 0 {
+                return;
+            }
+            buf.extend_from_slice(&tmp[..n]);
+        }
+        let resp = format!(
+            "HTTP/1.1 {status_line}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = sock.write_all(resp.as_bytes()).await;
+        let _ = sock.shutdown().await;
+    });
+    format!("http://{addr}/v1")
+}
+
+#[tokio::test]
+async fn openai_error_body_with_multibyte_text_is_reported_not_a_panic() {
+    use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
+    // 3-byte chars: a cut at byte 2000 would split one.
+    let base = http_once("500 Internal Server Error", "€".repeat(3000)).await;
+    let p = OpenAiProvider::new(&base, None, "m").unwrap();
+    let msgs = [ChatMessage::user("hi")];
+    let catalog = Arc::new(wasm_mcp_harness::catalog::CatalogSnapshot::default());
+    let e = p.complete(ChatRequest { messages: &msgs, tools: &[], catalog }).await.unwrap_err();
+    match e {
+        ProviderError::Status { status, body } => {
+            assert_eq!(status, 500);
+            assert_eq!(body, "€".repeat(2000));
+        }
+        other => panic!("expected Status, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn openai_transport_error_keeps_its_cause() {
+    use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest};
+    // A port nobody listens on.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let p = OpenAiProvider::new(&format!("http://{addr}/v1"), None, "m").unwrap();
+    let msgs = [ChatMessage::user("hi")];
+    let catalog = Arc::new(wasm_mcp_harness::catalog::CatalogSnapshot::default());
+    let e = p.complete(ChatRequest { messages: &msgs, tools: &[], catalog }).await.unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("refused"), "cause lost: {e}");
 }

@@ -10,6 +10,39 @@ use serde_json::{json, Value};
 use super::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
 use crate::BoxFut;
 
+/// Largest response body accepted from the chat endpoint.
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+/// How much of an error body is kept in [`ProviderError::Status`].
+const MAX_ERROR_BODY_CHARS: usize = 2000;
+
+/// `e` and all its causes (reqwest's `Display` omits them, e.g. "connection refused").
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Read the body, refusing more than [`MAX_RESPONSE_BYTES`].
+async fn read_body(mut resp: reqwest::Response) -> Result<String, ProviderError> {
+    let http = |e: reqwest::Error| ProviderError::Http(with_causes(&e));
+    if resp.content_length().is_some_and(|n| n > MAX_RESPONSE_BYTES as u64) {
+        return Err(ProviderError::Malformed(format!("response body larger than {MAX_RESPONSE_BYTES} bytes")));
+    }
+    let mut buf = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(http)? {
+        if buf.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(ProviderError::Malformed(format!("response body larger than {MAX_RESPONSE_BYTES} bytes")));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
 pub struct OpenAiProvider {
     base_url: String,
     api_key: Option<String>,
@@ -76,12 +109,12 @@ impl ChatProvider for OpenAiProvider {
             if let Some(k) = &self.api_key {
                 rb = rb.bearer_auth(k);
             }
-            let resp = rb.send().await.map_err(|e| ProviderError::Http(e.to_string()))?;
+            let resp = rb.send().await.map_err(|e| ProviderError::Http(with_causes(&e)))?;
             let status = resp.status();
-            let text = resp.text().await.map_err(|e| ProviderError::Http(e.to_string()))?;
+            let text = read_body(resp).await?;
             if !status.is_success() {
-                let mut body = text;
-                body.truncate(2000);
+                // By chars: a byte cut could split a UTF-8 sequence (and panic).
+                let body = text.chars().take(MAX_ERROR_BODY_CHARS).collect();
                 return Err(ProviderError::Status { status: status.as_u16(), body });
             }
             let v: Value = serde_json::from_str(&text).map_err(|e| ProviderError::Malformed(e.to_string()))?;
