@@ -201,3 +201,17 @@ fn a_trapping_call_does_not_block_concurrent_calls() {
     assert!(is_error(&spin["result"]), "{spin}");
     assert!(s.alive());
 }
+
+#[test]
+fn results_under_the_default_cap_fit_one_transport_frame() {
+    let root = layout();
+    let (mut s, _p) = start(root.path(), &[]);
+    // Just under the 5 MiB default: served, and the response (result twice)
+    // stays below the 16 MiB frame limit of stdio transports.
+    let r = s.call("flood", json!({"bytes": (5 << 20) - 64}));
+    assert!(!is_error(&r), "{}", text_of(&r).chars().take(200).collect::<String>());
+    assert!(r.to_string().len() < 16 << 20);
+    let r = s.call("flood", json!({"bytes": 5 << 20}));
+    assert!(is_error(&r) && text_of(&r).contains("exceeds the cap"), "{}", text_of(&r).chars().take(200).collect::<String>());
+    assert!(s.alive());
+}

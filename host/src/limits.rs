@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+/// Default result cap: 5 MiB, so 5 + 2 × 5 (worst-case escaping of the text
+/// block) stays below a 16 MiB frame.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 5 << 20;
+
 /// Limits applied to every tool call (and to `list-tools` at load time).
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -9,7 +13,10 @@ pub struct Limits {
     pub timeout: Duration,
     /// Maximum linear memory of one instance, in bytes (StoreLimits).
     pub memory_bytes: usize,
-    /// Maximum size of a tool's JSON result, in bytes.
+    /// Maximum size of a tool's JSON result, in bytes. The default keeps a
+    /// whole `tools/call` response (the result twice: `structuredContent`
+    /// and an escaped text block) under the 16 MiB frame limit of common
+    /// stdio transports (rmcp's included).
     pub max_output_bytes: usize,
     /// Bytes of guest stdout/stderr kept for the log (the rest is dropped).
     pub max_log_bytes: usize,
@@ -22,7 +29,7 @@ impl Default for Limits {
         Limits {
             timeout: Duration::from_secs(10),
             memory_bytes: 256 << 20,
-            max_output_bytes: 8 << 20,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             max_log_bytes: 64 << 10,
             max_concurrency: 16,
         }

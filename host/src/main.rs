@@ -68,7 +68,7 @@ struct CommonArgs {
     #[arg(long, default_value_t = 256)]
     memory_mb: usize,
     /// Largest tool result in bytes.
-    #[arg(long, default_value_t = 8 << 20)]
+    #[arg(long, default_value_t = wasm_mcp_host::limits::DEFAULT_MAX_OUTPUT_BYTES)]
     max_output_bytes: usize,
     /// Tool calls running at once.
     #[arg(long, default_value_t = 16)]
