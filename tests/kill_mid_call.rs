@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use wasm_mcp_harness::{run_task, ProviderChoice, RunOptions};
 
 mod support;
-use support::{cache_dir, plugin_dir, sample_repo, server_bin};
+use support::{plugin_dir, sample_repo, write_policy};
 
 /// Pids of `wasm-mcp serve` processes whose command line mentions `needle`.
 fn servers_mentioning(needle: &str) -> Vec<u32> {
@@ -23,38 +23,6 @@ fn servers_mentioning(needle: &str) -> Vec<u32> {
         }
     }
     pids
-}
-
-fn write_policy(path: &Path, plugins: &Path) {
-    let text = format!(
-        r#"
-max_rounds = 8
-[approver]
-mode = "non-interactive"
-ask_default = "deny"
-
-[[servers]]
-id = "ws"
-command = "{bin}"
-args = ["serve", "--worktree", "{{worktree}}", "--plugins", "{plugins}", "--cache-dir", "{cache}", "--timeout-ms", "120000"]
-cwd = "{{worktree}}"
-env = {{ WASM_MCP_LOG = "warn" }}
-allowed_tools = ["append_then_spin", "read_file"]
-protocol_versions = ["2025-11-25"]
-request_timeout_ms = 120000
-
-[servers.tools.append_then_spin]
-approval = "auto"
-[servers.tools.read_file]
-approval = "auto"
-read_only = true
-idempotent = true
-"#,
-        bin = server_bin().display(),
-        plugins = plugins.display(),
-        cache = cache_dir().display(),
-    );
-    std::fs::write(path, text).unwrap();
 }
 
 const TASK: &str = r#"
@@ -84,8 +52,14 @@ async fn a_server_killed_mid_call_leaves_state_unknown_and_nothing_written_twice
     let repo = sample_repo();
     let scratch = tempfile::tempdir().unwrap();
     let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
-    let policy = scratch.path().join("policy.toml");
-    write_policy(&policy, plugins.path());
+    let policy = write_policy(
+        scratch.path(),
+        plugins.path(),
+        &["--timeout-ms", "120000"],
+        &["append_then_spin", "read_file"],
+        &["read_file"],
+        120_000,
+    );
     let task = scratch.path().join("task.toml");
     std::fs::write(&task, TASK).unwrap();
     let worktrees = scratch.path().join("wt");

@@ -226,3 +226,26 @@ fn a_refused_plugin_is_not_retried_until_it_changes() {
     assert!(s.list_all_tools().iter().any(|t| t["name"] == "spin"));
     assert!(s.shutdown().success());
 }
+
+#[test]
+fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
+    let wt = worktree();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["a-first.wasm", "b-second.wasm"] {
+        std::fs::copy(plugin("plugins/workspace.wasm"), dir.path().join(name)).unwrap();
+    }
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("server.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut s = Server::spawn_with_stderr(wt.path(), dir.path(), &[], log.into());
+    s.initialize();
+    let names: Vec<String> = s.list_all_tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["list_dir", "read_file", "search", "write_file"]);
+    let r = s.call("read_file", json!({"path": "hello.txt"}));
+    assert!(!is_error(&r), "{r}");
+    assert!(s.shutdown().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let dupes: Vec<&str> = log.lines().filter(|l| l.contains("already provided by an earlier plugin")).collect();
+    assert_eq!(dupes.len(), 4, "{log}");
+    assert!(dupes.iter().all(|l| l.contains("b-second.wasm")), "{dupes:?}");
+}

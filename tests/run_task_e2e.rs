@@ -2,57 +2,18 @@
 //! task, starts the real `wasm-mcp` server on it, runs the scripted agent
 //! loop through the real MCP client, and cleans up in reverse order.
 
-use std::path::Path;
-
 use wasm_mcp_harness::{run_task, ProviderChoice, RunOptions};
 
 mod support;
 use support::{git, sample_repo};
 
-fn policy(dir: &Path) -> std::path::PathBuf {
-    let plugins = support::plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf();
-    let text = format!(
-        r#"
-max_rounds = 16
-[approver]
-mode = "non-interactive"
-ask_default = "deny"
-
-[[servers]]
-id = "ws"
-command = "{bin}"
-args = ["serve", "--worktree", "{{worktree}}", "--plugins", "{plugins}", "--cache-dir", "{cache}"]
-cwd = "{{worktree}}"
-env = {{ WASM_MCP_LOG = "warn" }}
-allowed_tools = ["read_file", "list_dir", "search", "write_file"]
-protocol_versions = ["2025-11-25"]
-request_timeout_ms = 30000
-
-[servers.tools.read_file]
-approval = "auto"
-read_only = true
-idempotent = true
-[servers.tools.list_dir]
-approval = "auto"
-[servers.tools.search]
-approval = "auto"
-[servers.tools.write_file]
-approval = "auto"
-"#,
-        bin = support::server_bin().display(),
-        plugins = plugins.display(),
-        cache = support::cache_dir().display(),
-    );
-    let p = dir.join("policy.toml");
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sample_task_runs_against_the_real_server_and_cleans_up() {
     let repo = sample_repo();
     let scratch = tempfile::tempdir().unwrap();
-    let policy = policy(scratch.path());
+    let plugins = support::plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf();
+    let tools = ["read_file", "list_dir", "search", "write_file"];
+    let policy = support::write_policy(scratch.path(), &plugins, &[], &tools, &["read_file"], 30_000);
     let task = support::repo_root().join("tasks/sample.toml");
     let report = run_task(
         &policy,

@@ -62,6 +62,35 @@ pub fn sample_repo() -> tempfile::TempDir {
     dir
 }
 
+/// A harness policy with one server `ws` running the real `wasm-mcp` on
+/// `plugins` (plus `extra_args`), exposing `tools`, all auto-approved;
+/// `read_only` tools are also marked idempotent. Written to `dir/policy.toml`.
+pub fn write_policy(dir: &Path, plugins: &Path, extra_args: &[&str], tools: &[&str], read_only: &[&str], timeout_ms: u64) -> PathBuf {
+    let quote = |v: &[&str]| v.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(", ");
+    let mut args = vec!["serve", "--worktree", "{worktree}", "--plugins"];
+    let (plugins, cache) = (plugins.display().to_string(), cache_dir().display().to_string());
+    args.extend([plugins.as_str(), "--cache-dir", cache.as_str()]);
+    args.extend(extra_args);
+    let mut text = format!(
+        "max_rounds = 16\n[approver]\nmode = \"non-interactive\"\nask_default = \"deny\"\n\n\
+         [[servers]]\nid = \"ws\"\ncommand = {bin:?}\nargs = [{args}]\ncwd = \"{{worktree}}\"\n\
+         env = {{ WASM_MCP_LOG = \"warn\" }}\nallowed_tools = [{tools}]\nprotocol_versions = [\"2025-11-25\"]\n\
+         request_timeout_ms = {timeout_ms}\n",
+        bin = server_bin().display().to_string(),
+        args = quote(&args),
+        tools = quote(tools),
+    );
+    for t in tools {
+        text.push_str(&format!("\n[servers.tools.{t}]\napproval = \"auto\"\n"));
+        if read_only.contains(t) {
+            text.push_str("read_only = true\nidempotent = true\n");
+        }
+    }
+    let path = dir.join("policy.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 pub struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
