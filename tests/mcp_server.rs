@@ -249,3 +249,35 @@ fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
     assert_eq!(dupes.len(), 4, "{log}");
     assert!(dupes.iter().all(|l| l.contains("b-second.wasm")), "{dupes:?}");
 }
+
+#[test]
+fn descriptors_that_break_the_contract_are_refused_one_by_one() {
+    let wt = worktree();
+    let dir = plugin_dir(&["test-plugins/badmeta.wasm"]);
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("server.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut s = Server::spawn_with_stderr(wt.path(), dir.path(), &[], log.into());
+    s.initialize();
+    let tools = s.list_all_tools();
+    assert_eq!(tools.len(), 1, "{tools:?}");
+    assert_eq!(tools[0]["name"], "good_tool");
+    assert_eq!(tools[0]["description"].as_str().unwrap().chars().count(), 2000, "description not capped");
+    let r = s.call("good_tool", json!({}));
+    assert!(!is_error(&r), "{r}");
+    assert!(s.shutdown().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    for (tool, why) in [
+        ("bad name!", "is not [A-Za-z0-9_-]{1,64}"),
+        ("not_object_schema", r#"must have "type": "object""#),
+        ("broken_json_schema", "input-schema is not valid JSON"),
+        ("invalid_schema", "is not a valid JSON Schema"),
+        ("bad_output_schema", "output-schema is not a JSON object"),
+        ("good_tool", "declared twice by the same plugin"),
+    ] {
+        assert!(
+            log.lines().any(|l| l.contains("tool not published") && l.contains(tool) && l.contains(why)),
+            "no refusal of {tool:?} ({why}) in:\n{log}"
+        );
+    }
+}
