@@ -82,3 +82,26 @@ fn an_oversized_frame_is_dropped_and_the_session_continues() {
     assert!(!wt.path().join("big.txt").exists());
     assert!(s.alive());
 }
+
+#[test]
+fn bad_command_lines_fail_fast_with_a_clear_error() {
+    let (wt, plugins) = setup();
+    let missing = wt.path().join("no-such-dir");
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (vec!["--worktree".into(), missing.clone().into(), "--plugins".into(), plugins.clone().into()], "worktree"),
+        (vec!["--worktree".into(), wt.path().into(), "--plugins".into(), missing.clone().into()], "plugin dir"),
+        (vec!["--worktree".into(), wt.path().join("a.txt").into(), "--plugins".into(), plugins.clone().into()], "not a directory"),
+    ];
+    for (args, want) in cases {
+        let out = std::process::Command::new(support::server_bin())
+            .arg("serve")
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} started");
+        assert!(out.stdout.is_empty(), "{args:?} wrote to stdout");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("wasm-mcp: error:") && err.contains(want), "{args:?}: {err}");
+    }
+}
