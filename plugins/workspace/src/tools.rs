@@ -253,7 +253,8 @@ fn read_file(root: &Path, a: ReadArgs) -> Result<Value, ToolErr> {
     if meta.is_dir() {
         return Err(ToolErr::invalid(format!("{rel} is a directory (use list_dir)")));
     }
-    let mut data = Vec::new();
+    // Sized up front: no reallocation (and copy) while reading a large file.
+    let mut data = Vec::with_capacity(meta.len().min(MAX_FILE_BYTES) as usize + 1);
     file.take(MAX_FILE_BYTES + 1).read_to_end(&mut data).map_err(|e| ToolErr::io(&rel, &e))?;
     let capped = data.len() as u64 > MAX_FILE_BYTES;
     data.truncate(MAX_FILE_BYTES as usize);
