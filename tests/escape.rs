@@ -215,3 +215,27 @@ fn results_under_the_default_cap_fit_one_transport_frame() {
     assert!(is_error(&r) && text_of(&r).contains("exceeds the cap"), "{}", text_of(&r).chars().take(200).collect::<String>());
     assert!(s.alive());
 }
+
+#[test]
+fn frozen_clocks_show_no_time_real_clocks_do() {
+    let root = layout();
+    let host_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let (mut real, _p) = start(root.path(), &[]);
+    let r = real.call("clock", json!({}));
+    let sc = &r["structuredContent"];
+    assert!(sc["wall_secs"].as_u64().unwrap().abs_diff(host_now) < 120, "{r}");
+    assert!(sc["mono_elapsed_ns"].as_u64().unwrap() > 0, "{r}");
+
+    let (mut frozen, _p2) = start(root.path(), &["--clocks", "frozen"]);
+    let a = frozen.call("clock", json!({}))["structuredContent"].clone();
+    std::thread::sleep(Duration::from_millis(1100));
+    let b = frozen.call("clock", json!({}))["structuredContent"].clone();
+    assert_eq!(a, b, "a frozen clock moved");
+    assert_eq!(a["mono_elapsed_ns"], 0, "{a}");
+    assert_eq!(a["wall_nanos"], 0, "{a}");
+    assert!(a["wall_secs"].as_u64().unwrap().abs_diff(host_now) < 120, "frozen at server start: {a}");
+    // The deadline is the host's, not the guest's clock: still enforced.
+    let (mut frozen_short, _p3) = start(root.path(), &["--clocks", "frozen", "--timeout-ms", "300"]);
+    let r = frozen_short.call("spin", json!({}));
+    assert!(is_error(&r) && text_of(&r).contains("timed out"), "{r}");
+}

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
 use wasm_mcp_host::cache::ComponentCache;
 use wasm_mcp_host::registry::{Outcome, Registry};
-use wasm_mcp_host::sandbox::{EngineOptions, FsAccess, Sandbox};
+use wasm_mcp_host::sandbox::{Clocks, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
 use wasm_mcp_host::Limits;
 
@@ -42,6 +42,12 @@ enum Cmd {
 enum Allocator {
     Pooling,
     OnDemand,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ClockArg {
+    Real,
+    Frozen,
 }
 
 #[derive(Args, Clone)]
@@ -81,6 +87,10 @@ struct CommonArgs {
     /// `on-demand`.
     #[arg(long, value_enum, default_value_t = Allocator::Pooling)]
     allocator: Allocator,
+    /// Guest clocks: `real` (WASI defaults) or `frozen` (wall clock fixed at
+    /// server start, monotonic clock fixed at zero).
+    #[arg(long, value_enum, default_value_t = ClockArg::Real)]
+    clocks: ClockArg,
 }
 
 #[derive(Args)]
@@ -111,7 +121,10 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
         ..Limits::default()
     };
     let access = if c.read_only { FsAccess::ReadOnly } else { FsAccess::ReadWrite };
-    let sandbox = Sandbox::new(Some(&c.worktree), access, limits, &EngineOptions { pooling: c.allocator == Allocator::Pooling })?;
+    let sandbox = Sandbox::new(Some(&c.worktree), access, limits, &EngineOptions {
+            pooling: c.allocator == Allocator::Pooling,
+            clocks: if c.clocks == ClockArg::Frozen { Clocks::Frozen } else { Clocks::Real },
+        })?;
     let cache = ComponentCache::new(if c.no_cache { None } else { c.cache_dir.clone().or_else(default_cache_dir) });
     Registry::open(sandbox, cache, &c.plugins, c.allow.clone()).await
 }

@@ -20,11 +20,46 @@ pub enum FsAccess {
     ReadWrite,
 }
 
-/// Options that shape the engine.
+/// What the guest's WASI clocks show.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Clocks {
+    /// The host's wall and monotonic clocks (WASI's defaults).
+    #[default]
+    Real,
+    /// Wall clock frozen at the server's start (whole seconds), monotonic
+    /// clock frozen at zero: a tool can neither read the time nor time
+    /// anything. (The deadline still applies: it is enforced by the host.)
+    Frozen,
+}
+
+/// Options that shape the engine and the stores made from it.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
     /// Use the pooling instance allocator (faster instantiation).
     pub pooling: bool,
+    pub clocks: Clocks,
+}
+
+struct FrozenWall(std::time::Duration);
+
+impl wasmtime_wasi::HostWallClock for FrozenWall {
+    fn resolution(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(1)
+    }
+    fn now(&self) -> std::time::Duration {
+        self.0
+    }
+}
+
+struct FrozenMonotonic;
+
+impl wasmtime_wasi::HostMonotonicClock for FrozenMonotonic {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
 }
 
 /// State of one store: WASI context, its resource table and the limiter.
@@ -49,6 +84,8 @@ pub struct Sandbox {
     worktree: Option<PathBuf>,
     access: FsAccess,
     limits: Limits,
+    /// `Some(wall time)` when clocks are frozen.
+    frozen_at: Option<std::time::Duration>,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -69,7 +106,11 @@ impl Sandbox {
             anyhow::ensure!(w.is_dir(), "worktree {} is not a directory", w.display());
         }
         let ticker = EpochTicker::start(engine.clone());
-        Ok(Sandbox { engine, linker, worktree, access, limits, _ticker: ticker })
+        let frozen_at = (opts.clocks == Clocks::Frozen).then(|| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            std::time::Duration::from_secs(now.as_secs())
+        });
+        Ok(Sandbox { engine, linker, worktree, access, limits, frozen_at, _ticker: ticker })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -100,6 +141,9 @@ impl Sandbox {
         // File operations run on the calling thread (which already runs the
         // guest) instead of a spawn_blocking round trip per operation.
         b.allow_blocking_current_thread(true);
+        if let Some(at) = self.frozen_at {
+            b.wall_clock(FrozenWall(at)).monotonic_clock(FrozenMonotonic);
+        }
         if let (true, Some(w)) = (with_fs, &self.worktree) {
             let perms = match self.access {
                 FsAccess::ReadOnly => FsPerms::ReadOnly,

@@ -32,6 +32,7 @@ pub fn tools() -> Vec<Tool> {
         t("net", obj(json!({}), &[]), None),
         t("bad_output", obj(json!({}), &[]), Some(obj(json!({"n": {"type": "integer"}}), &["n"]))),
         t("panic", obj(json!({}), &[]), None),
+        t("clock", obj(json!({}), &[]), None),
         t("append_then_spin", obj(json!({"path": s(), "line": s()}), &["path", "line"]), None),
     ]
 }
@@ -93,6 +94,15 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
         },
         "bad_output" => json!({"n": "not a number"}),
         "panic" => panic!("hostile plugin panicked on purpose"),
+        "clock" => {
+            let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let start = std::time::Instant::now();
+            let mut x: u64 = 0;
+            for i in 0..2_000_000u64 {
+                x = std::hint::black_box(x.wrapping_add(i));
+            }
+            json!({"wall_secs": wall.as_secs(), "wall_nanos": wall.subsec_nanos(), "mono_elapsed_ns": start.elapsed().as_nanos() as u64})
+        }
         // A non-idempotent side effect followed by a hang: the fault tests
         // kill the server here and check the write is never repeated.
         "append_then_spin" => {
@@ -152,7 +162,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 12);
+        assert_eq!(super::tools().len(), 13);
         assert_eq!(super::call("bad_output", "{}").unwrap()["n"], "not a number");
         assert_eq!(super::call("flood", r#"{"bytes": 5}"#).unwrap()["data"], "xxxxx");
         assert!(super::call("nope", "{}").unwrap_err().0);
