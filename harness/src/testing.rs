@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use crate::connection::{Conduit, ConnectError, Connector};
@@ -248,4 +248,57 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
     }
     drop(tx);
     let _ = writer.await;
+}
+
+/// A tiny stand-in for an OpenAI-compatible `POST /v1/chat/completions` on
+/// 127.0.0.1: answers the i-th request with `replies[i]` and records each
+/// request as (request line, authorization header, JSON body). Returns the
+/// base URL (`http://127.0.0.1:<port>/v1`).
+#[allow(clippy::type_complexity)]
+pub async fn openai_standin(replies: Vec<Value>) -> (String, Arc<Mutex<Vec<(String, String, Value)>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        for reply in replies {
+            let Ok((mut sock, _)) = listener.accept().await else { return };
+            let mut buf = Vec::new();
+            let mut tmp = [0u8; 4096];
+            let (head_end, len) = loop {
+                let n = sock.read(&mut tmp).await.unwrap();
+                assert!(n > 0, "client closed early");
+                buf.extend_from_slice(&tmp[..n]);
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
+                    let len = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                        .unwrap_or(0);
+                    break (i + 4, len);
+                }
+            };
+            while buf.len() < head_end + len {
+                let n = sock.read(&mut tmp).await.unwrap();
+                buf.extend_from_slice(&tmp[..n]);
+            }
+            let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+            let request_line = head.lines().next().unwrap_or("").to_string();
+            let auth = head
+                .lines()
+                .find(|l| l.to_lowercase().starts_with("authorization:"))
+                .unwrap_or("")
+                .to_string();
+            let body: Value = serde_json::from_slice(&buf[head_end..head_end + len]).unwrap();
+            seen2.lock().unwrap().push((request_line, auth, body));
+            let out = reply.to_string();
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{out}",
+                out.len()
+            );
+            sock.write_all(resp.as_bytes()).await.unwrap();
+            let _ = sock.shutdown().await;
+        }
+    });
+    (format!("http://{addr}/v1"), seen)
 }

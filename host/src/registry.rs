@@ -37,15 +37,17 @@ pub enum Outcome {
     ContractViolation(String),
 }
 
+/// Every `*.wasm` seen, by path: its stamp and the plugin, or `None` when it
+/// was refused.
+type Seen = BTreeMap<PathBuf, (Stamp, Option<Arc<Plugin>>)>;
+
 pub struct Registry {
     sandbox: Sandbox,
     cache: ComponentCache,
     dir: PathBuf,
     allow: Option<Vec<String>>,
     catalog: RwLock<Arc<Catalog>>,
-    /// Every `*.wasm` seen, by path: its stamp and the plugin, or `None`
-    /// when it was refused.
-    loaded: tokio::sync::Mutex<BTreeMap<PathBuf, (Stamp, Option<Arc<Plugin>>)>>,
+    loaded: tokio::sync::Mutex<Seen>,
     permits: Semaphore,
 }
 
