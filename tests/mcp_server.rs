@@ -212,13 +212,9 @@ fn a_refused_plugin_is_not_retried_until_it_changes() {
     let wt = worktree();
     let dir = plugin_dir(&["plugins/workspace.wasm"]);
     std::fs::write(dir.path().join("later.wasm"), b"not yet a component").unwrap();
-    let log_dir = tempfile::tempdir().unwrap();
-    let log_path = log_dir.path().join("server.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut s = Server::spawn_with_stderr(wt.path(), dir.path(), &["--watch-ms", "50"], log.into());
-    s.initialize();
+    let (mut s, log) = Server::start_logged(wt.path(), dir.path(), &["--watch-ms", "50"]);
     std::thread::sleep(Duration::from_millis(600)); // ~10 rescans
-    let refusals = std::fs::read_to_string(&log_path).unwrap().matches("refused plugin").count();
+    let refusals = log.read().matches("refused plugin").count();
     assert_eq!(refusals, 1, "an unchanged refused file was re-read on every scan");
     // Once the file becomes a real plugin, it is loaded and clients are told.
     std::fs::copy(plugin("test-plugins/hostile.wasm"), dir.path().join("later.wasm")).unwrap();
@@ -234,17 +230,13 @@ fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
     for name in ["a-first.wasm", "b-second.wasm"] {
         std::fs::copy(plugin("plugins/workspace.wasm"), dir.path().join(name)).unwrap();
     }
-    let log_dir = tempfile::tempdir().unwrap();
-    let log_path = log_dir.path().join("server.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut s = Server::spawn_with_stderr(wt.path(), dir.path(), &[], log.into());
-    s.initialize();
+    let (mut s, log) = Server::start_logged(wt.path(), dir.path(), &[]);
     let names: Vec<String> = s.list_all_tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
     assert_eq!(names, ["list_dir", "read_file", "search", "write_file"]);
     let r = s.call("read_file", json!({"path": "hello.txt"}));
     assert!(!is_error(&r), "{r}");
     assert!(s.shutdown().success());
-    let log = std::fs::read_to_string(&log_path).unwrap();
+    let log = log.read();
     let dupes: Vec<&str> = log.lines().filter(|l| l.contains("already provided by an earlier plugin")).collect();
     assert_eq!(dupes.len(), 4, "{log}");
     assert!(dupes.iter().all(|l| l.contains("b-second.wasm")), "{dupes:?}");
@@ -254,11 +246,7 @@ fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
 fn descriptors_that_break_the_contract_are_refused_one_by_one() {
     let wt = worktree();
     let dir = plugin_dir(&["test-plugins/badmeta.wasm"]);
-    let log_dir = tempfile::tempdir().unwrap();
-    let log_path = log_dir.path().join("server.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut s = Server::spawn_with_stderr(wt.path(), dir.path(), &[], log.into());
-    s.initialize();
+    let (mut s, log) = Server::start_logged(wt.path(), dir.path(), &[]);
     let tools = s.list_all_tools();
     assert_eq!(tools.len(), 1, "{tools:?}");
     assert_eq!(tools[0]["name"], "good_tool");
@@ -266,7 +254,7 @@ fn descriptors_that_break_the_contract_are_refused_one_by_one() {
     let r = s.call("good_tool", json!({}));
     assert!(!is_error(&r), "{r}");
     assert!(s.shutdown().success());
-    let log = std::fs::read_to_string(&log_path).unwrap();
+    let log = log.read();
     for (tool, why) in [
         ("bad name!", "is not [A-Za-z0-9_-]{1,64}"),
         ("not_object_schema", r#"must have "type": "object""#),

@@ -91,6 +91,18 @@ pub fn write_policy(dir: &Path, plugins: &Path, extra_args: &[&str], tools: &[&s
     path
 }
 
+/// A server's captured log.
+pub struct ServerLog {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl ServerLog {
+    pub fn read(&self) -> String {
+        std::fs::read_to_string(&self.path).unwrap()
+    }
+}
+
 pub struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -110,8 +122,19 @@ impl Server {
         Self::spawn_with_stderr(worktree, plugins, extra, Stdio::inherit())
     }
 
+    /// Spawn and initialize with the server's log (stderr) captured to a
+    /// file; read it with [`ServerLog::read`].
+    pub fn start_logged(worktree: &Path, plugins: &Path, extra: &[&str]) -> (Server, ServerLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.log");
+        let file = std::fs::File::create(&path).unwrap();
+        let mut s = Self::spawn_with_stderr(worktree, plugins, extra, file.into());
+        s.initialize();
+        (s, ServerLog { _dir: dir, path })
+    }
+
     /// Like [`Server::spawn`], with the server's stderr (its log) sent to `stderr`.
-    pub fn spawn_with_stderr(worktree: &Path, plugins: &Path, extra: &[&str], stderr: Stdio) -> Server {
+    fn spawn_with_stderr(worktree: &Path, plugins: &Path, extra: &[&str], stderr: Stdio) -> Server {
         let mut cmd = Command::new(server_bin());
         cmd.arg("serve")
             .arg("--worktree")
