@@ -125,7 +125,7 @@ impl Plugin {
     }
 
     async fn list_tools(&self, sandbox: &Sandbox) -> Result<Vec<RawTool>, CallError> {
-        let mut store = sandbox.new_store(false).map_err(|e| CallError::Host(format!("{e:#}")))?;
+        let mut store = fresh_store(sandbox, false)?;
         let result = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.wasm_mcp_tool_tool().call_list_tools(&mut store).await
@@ -151,14 +151,14 @@ impl Plugin {
     /// Build a store and instantiate without calling anything: the fixed
     /// cost every call pays (used by the benchmarks).
     pub async fn instantiate_only(&self, sandbox: &Sandbox) -> Result<(), CallError> {
-        let mut store = sandbox.new_store(true).map_err(|e| CallError::Host(format!("{e:#}")))?;
+        let mut store = fresh_store(sandbox, true)?;
         self.pre.instantiate_async(&mut store).await.map_err(|e| classify_trap(e, sandbox))?;
         Ok(())
     }
 
     /// Run one tool call in a fresh instance. Returns the JSON text result.
     pub async fn call(&self, sandbox: &Sandbox, tool: &str, args_json: &str) -> Result<String, CallError> {
-        let mut store = sandbox.new_store(true).map_err(|e| CallError::Host(format!("{e:#}")))?;
+        let mut store = fresh_store(sandbox, true)?;
         let result = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.wasm_mcp_tool_tool().call_call(&mut store, tool, args_json).await
@@ -196,6 +196,11 @@ fn tail(s: &str, max: usize) -> &str {
         start += 1;
     }
     &s[start..]
+}
+
+/// A new store for one call; failing to build one is the host's fault.
+fn fresh_store(sandbox: &Sandbox, with_fs: bool) -> Result<wasmtime::Store<StoreState>, CallError> {
+    sandbox.new_store(with_fs).map_err(|e| CallError::Host(format!("{e:#}")))
 }
 
 fn link(sandbox: &Sandbox, component: &Component) -> Result<ToolPluginPre<StoreState>> {
