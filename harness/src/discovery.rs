@@ -14,7 +14,8 @@ use crate::policy::ServerPolicy;
 
 pub const MAX_PAGES: usize = 100;
 pub const MAX_TOOLS: usize = 1000;
-pub const MAX_DESCRIPTION_CHARS: usize = 2000;
+/// Longest description kept, in chars: the same cap the server applies.
+pub use wasm_mcp_protocol::MAX_DESCRIPTION as MAX_DESCRIPTION_CHARS;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
@@ -146,13 +147,6 @@ fn is_object_schema(v: &Value) -> bool {
     }
 }
 
-fn truncate_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => s[..i].to_string(),
-        None => s.to_string(),
-    }
-}
-
 /// Apply policy and checks to a raw listing.
 ///
 /// Duplicates and limits are checked over the whole listing; schema checks only
@@ -205,10 +199,8 @@ pub fn select(
                 }
             })?)),
         };
-        let description = truncate_chars(
-            t.description.as_deref().or(t.title.as_deref()).unwrap_or(""),
-            MAX_DESCRIPTION_CHARS,
-        );
+        let description =
+            wasm_mcp_protocol::cap_description(t.description.as_deref().or(t.title.as_deref()).unwrap_or(""));
         out.push(DiscoveredTool {
             server_id: policy.id.clone(),
             name: t.name,
