@@ -49,7 +49,10 @@ fn escape_paths(root: &Path) -> Vec<String> {
 fn assert_contained(r: &serde_json::Value, what: &str) {
     let all = r.to_string();
     assert!(!all.contains(SECRET), "{what} leaked the secret: {all}");
-    assert!(!all.contains("root:x:0:0"), "{what} leaked /etc/passwd: {all}");
+    assert!(
+        !all.contains("root:x:0:0"),
+        "{what} leaked /etc/passwd: {all}"
+    );
 }
 
 #[test]
@@ -72,15 +75,28 @@ fn workspace_tools_cannot_leave_the_worktree() {
         assert!(is_error(&r), "write_file {path} succeeded: {r}");
     }
     assert!(!root.path().join("escaped.txt").exists());
-    assert_eq!(std::fs::read_to_string(root.path().join("secret.txt")).unwrap(), SECRET);
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("secret.txt")).unwrap(),
+        SECRET
+    );
     // The git metadata of a linked worktree cannot be redirected.
     std::fs::write(root.path().join("wt/.git"), "gitdir: /original\n").unwrap();
-    let r = s.call("write_file", json!({"path": ".git", "content": "gitdir: /evil"}));
+    let r = s.call(
+        "write_file",
+        json!({"path": ".git", "content": "gitdir: /evil"}),
+    );
     assert!(is_error(&r), "{r}");
-    assert_eq!(std::fs::read_to_string(root.path().join("wt/.git")).unwrap(), "gitdir: /original\n");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("wt/.git")).unwrap(),
+        "gitdir: /original\n"
+    );
     // search walks the worktree only, never through dir_link.
     let r = s.call("search", json!({"pattern": "TOP-SECRET"}));
-    assert_eq!(r["structuredContent"]["matches"].as_array().map(Vec::len), Some(0), "{r}");
+    assert_eq!(
+        r["structuredContent"]["matches"].as_array().map(Vec::len),
+        Some(0),
+        "{r}"
+    );
     assert!(s.alive());
 }
 
@@ -96,13 +112,27 @@ fn raw_filesystem_access_is_confined_by_the_sandbox() {
     for path in ["/", "/..", "..", "dir_link"] {
         let r = s.call("fs_list", json!({"path": path}));
         let text = r.to_string();
-        assert!(!text.contains("secret.txt"), "fs_list {path} saw outside the worktree: {r}");
+        assert!(
+            !text.contains("secret.txt"),
+            "fs_list {path} saw outside the worktree: {r}"
+        );
     }
-    for path in ["../escaped.txt", "/../escaped.txt", "dir_link/escaped.txt", "abs_link"] {
+    for path in [
+        "../escaped.txt",
+        "/../escaped.txt",
+        "dir_link/escaped.txt",
+        "abs_link",
+    ] {
         let _ = s.call("fs_write", json!({"path": path, "content": "pwned"}));
     }
-    assert!(!root.path().join("escaped.txt").exists(), "a raw write escaped");
-    assert_eq!(std::fs::read_to_string(root.path().join("secret.txt")).unwrap(), SECRET);
+    assert!(
+        !root.path().join("escaped.txt").exists(),
+        "a raw write escaped"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("secret.txt")).unwrap(),
+        SECRET
+    );
     // The root of the sandbox is the worktree.
     let r = s.call("fs_read", json!({"path": "/inside.txt"}));
     assert_eq!(r["structuredContent"]["content"], "inside\n", "{r}");
@@ -117,11 +147,18 @@ fn no_environment_arguments_or_network() {
     assert!(!is_error(&r), "{r}");
     let sc = &r["structuredContent"];
     assert_eq!(sc["vars"], json!({}), "guest saw env: {r}");
-    assert_eq!(sc["args"].as_array().map(Vec::len).unwrap_or(0), 0, "guest saw args: {r}");
+    assert_eq!(
+        sc["args"].as_array().map(Vec::len).unwrap_or(0),
+        0,
+        "guest saw args: {r}"
+    );
     assert!(!r.to_string().contains("should-not-be-visible"));
     let r = s.call("net", json!({}));
     let text = r.to_string();
-    assert!(text.contains("error") || is_error(&r), "network call did not fail: {r}");
+    assert!(
+        text.contains("error") || is_error(&r),
+        "network call did not fail: {r}"
+    );
     assert!(s.alive());
 }
 
@@ -133,7 +170,11 @@ fn an_infinite_loop_hits_the_deadline() {
     let r = s.call("spin", json!({}));
     assert!(is_error(&r), "{r}");
     assert!(text_of(&r).contains("timed out"), "{r}");
-    assert!(t.elapsed() < Duration::from_secs(15), "deadline not enforced: {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "deadline not enforced: {:?}",
+        t.elapsed()
+    );
     assert!(s.alive());
     let r = s.call("read_file", json!({"path": "inside.txt"}));
     assert!(!is_error(&r), "server unusable after a timeout: {r}");
@@ -158,7 +199,10 @@ fn huge_output_hits_the_output_cap() {
     let r = s.call("flood", json!({"bytes": 8 << 20}));
     assert!(is_error(&r), "8 MiB output accepted");
     assert!(text_of(&r).contains("exceeds the cap"), "{}", text_of(&r));
-    assert!(r.to_string().len() < 64 << 10, "the error itself must be small");
+    assert!(
+        r.to_string().len() < 64 << 10,
+        "the error itself must be small"
+    );
     let r = s.call("flood", json!({"bytes": 1000}));
     assert!(!is_error(&r), "small output refused: {}", text_of(&r));
     assert!(s.alive());
@@ -171,7 +215,11 @@ fn guest_stdout_never_reaches_the_protocol_stream() {
     let r = s.call("stdout_spam", json!({}));
     assert!(!is_error(&r), "{r}");
     assert!(s.alive());
-    assert!(s.garbage.is_empty(), "guest output on the protocol stream: {:?}", &s.garbage[..1]);
+    assert!(
+        s.garbage.is_empty(),
+        "guest output on the protocol stream: {:?}",
+        &s.garbage[..1]
+    );
     assert!(s.shutdown().success());
 }
 
@@ -184,7 +232,10 @@ fn panics_and_contract_violations_are_tool_errors() {
     let r = s.call("bad_output", json!({}));
     assert!(is_error(&r), "{r}");
     assert!(text_of(&r).contains("outputSchema"), "{r}");
-    assert!(r.get("structuredContent").is_none(), "invalid output forwarded: {r}");
+    assert!(
+        r.get("structuredContent").is_none(),
+        "invalid output forwarded: {r}"
+    );
     assert!(s.alive());
 }
 
@@ -196,8 +247,14 @@ fn a_trapping_call_does_not_block_concurrent_calls() {
     let t = Instant::now();
     let r = s.call("read_file", json!({"path": "inside.txt"}));
     assert!(!is_error(&r), "{r}");
-    assert!(t.elapsed() < Duration::from_millis(2500), "read_file waited for the spinning call: {:?}", t.elapsed());
-    let spin = s.wait_response(900, Duration::from_secs(30)).expect("spin answered");
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "read_file waited for the spinning call: {:?}",
+        t.elapsed()
+    );
+    let spin = s
+        .wait_response(900, Duration::from_secs(30))
+        .expect("spin answered");
     assert!(is_error(&spin["result"]), "{spin}");
     assert!(s.alive());
 }
@@ -209,21 +266,35 @@ fn results_under_the_default_cap_fit_one_transport_frame() {
     // Just under the 5 MiB default: served, and the response (result twice)
     // stays below the 16 MiB frame limit of stdio transports.
     let r = s.call("flood", json!({"bytes": (5 << 20) - 64}));
-    assert!(!is_error(&r), "{}", text_of(&r).chars().take(200).collect::<String>());
+    assert!(
+        !is_error(&r),
+        "{}",
+        text_of(&r).chars().take(200).collect::<String>()
+    );
     assert!(r.to_string().len() < 16 << 20);
     let r = s.call("flood", json!({"bytes": 5 << 20}));
-    assert!(is_error(&r) && text_of(&r).contains("exceeds the cap"), "{}", text_of(&r).chars().take(200).collect::<String>());
+    assert!(
+        is_error(&r) && text_of(&r).contains("exceeds the cap"),
+        "{}",
+        text_of(&r).chars().take(200).collect::<String>()
+    );
     assert!(s.alive());
 }
 
 #[test]
 fn frozen_clocks_show_no_time_real_clocks_do() {
     let root = layout();
-    let host_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let host_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let (mut real, _p) = start(root.path(), &[]);
     let r = real.call("clock", json!({}));
     let sc = &r["structuredContent"];
-    assert!(sc["wall_secs"].as_u64().unwrap().abs_diff(host_now) < 120, "{r}");
+    assert!(
+        sc["wall_secs"].as_u64().unwrap().abs_diff(host_now) < 120,
+        "{r}"
+    );
     assert!(sc["mono_elapsed_ns"].as_u64().unwrap() > 0, "{r}");
 
     let (mut frozen, _p2) = start(root.path(), &["--clocks", "frozen"]);
@@ -233,9 +304,13 @@ fn frozen_clocks_show_no_time_real_clocks_do() {
     assert_eq!(a, b, "a frozen clock moved");
     assert_eq!(a["mono_elapsed_ns"], 0, "{a}");
     assert_eq!(a["wall_nanos"], 0, "{a}");
-    assert!(a["wall_secs"].as_u64().unwrap().abs_diff(host_now) < 120, "frozen at server start: {a}");
+    assert!(
+        a["wall_secs"].as_u64().unwrap().abs_diff(host_now) < 120,
+        "frozen at server start: {a}"
+    );
     // The deadline is the host's, not the guest's clock: still enforced.
-    let (mut frozen_short, _p3) = start(root.path(), &["--clocks", "frozen", "--timeout-ms", "300"]);
+    let (mut frozen_short, _p3) =
+        start(root.path(), &["--clocks", "frozen", "--timeout-ms", "300"]);
     let r = frozen_short.call("spin", json!({}));
     assert!(is_error(&r) && text_of(&r).contains("timed out"), "{r}");
 }

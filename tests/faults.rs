@@ -11,7 +11,10 @@ use support::{is_error, plugin, Server};
 fn setup() -> (tempfile::TempDir, std::path::PathBuf) {
     let wt = tempfile::tempdir().unwrap();
     std::fs::write(wt.path().join("a.txt"), "alpha\n").unwrap();
-    let plugins = plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf();
+    let plugins = plugin("plugins/workspace.wasm")
+        .parent()
+        .unwrap()
+        .to_path_buf();
     (wt, plugins)
 }
 
@@ -19,8 +22,14 @@ fn setup() -> (tempfile::TempDir, std::path::PathBuf) {
 fn requests_before_initialize_get_errors_not_a_crash() {
     let (wt, plugins) = setup();
     let mut s = Server::spawn(wt.path(), &plugins, &[]);
-    let r = s.request("tools/call", json!({"name": "read_file", "arguments": {"path": "a.txt"}}));
-    assert!(r.get("error").is_some(), "call before initialize was served: {r}");
+    let r = s.request(
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"path": "a.txt"}}),
+    );
+    assert!(
+        r.get("error").is_some(),
+        "call before initialize was served: {r}"
+    );
     let init = s.initialize();
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
     let r = s.call("read_file", json!({"path": "a.txt"}));
@@ -74,10 +83,16 @@ fn an_oversized_frame_is_dropped_and_the_session_continues() {
         "params":{"name":"write_file","arguments":{"path":"huge.txt","content": huge}}});
     s.send_raw(&frame.to_string());
     assert!(s.alive(), "server died on an oversized frame");
-    assert!(s.wait_response(500, Duration::from_millis(200)).is_none(), "an oversized frame was executed");
+    assert!(
+        s.wait_response(500, Duration::from_millis(200)).is_none(),
+        "an oversized frame was executed"
+    );
     assert!(!wt.path().join("huge.txt").exists());
     // A large but legal write_file (3 MiB) is refused by the tool's own cap.
-    let r = s.call("write_file", json!({"path": "big.txt", "content": "q".repeat(3 << 20)}));
+    let r = s.call(
+        "write_file",
+        json!({"path": "big.txt", "content": "q".repeat(3 << 20)}),
+    );
     assert!(is_error(&r), "3 MiB write accepted");
     assert!(!wt.path().join("big.txt").exists());
     assert!(s.alive());
@@ -88,9 +103,33 @@ fn bad_command_lines_fail_fast_with_a_clear_error() {
     let (wt, plugins) = setup();
     let missing = wt.path().join("no-such-dir");
     let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
-        (vec!["--worktree".into(), missing.clone().into(), "--plugins".into(), plugins.clone().into()], "worktree"),
-        (vec!["--worktree".into(), wt.path().into(), "--plugins".into(), missing.clone().into()], "plugin dir"),
-        (vec!["--worktree".into(), wt.path().join("a.txt").into(), "--plugins".into(), plugins.clone().into()], "not a directory"),
+        (
+            vec![
+                "--worktree".into(),
+                missing.clone().into(),
+                "--plugins".into(),
+                plugins.clone().into(),
+            ],
+            "worktree",
+        ),
+        (
+            vec![
+                "--worktree".into(),
+                wt.path().into(),
+                "--plugins".into(),
+                missing.clone().into(),
+            ],
+            "plugin dir",
+        ),
+        (
+            vec![
+                "--worktree".into(),
+                wt.path().join("a.txt").into(),
+                "--plugins".into(),
+                plugins.clone().into(),
+            ],
+            "not a directory",
+        ),
     ];
     for (args, want) in cases {
         let out = std::process::Command::new(support::server_bin())
@@ -102,6 +141,9 @@ fn bad_command_lines_fail_fast_with_a_clear_error() {
         assert!(!out.status.success(), "{args:?} started");
         assert!(out.stdout.is_empty(), "{args:?} wrote to stdout");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("wasm-mcp: error:") && err.contains(want), "{args:?}: {err}");
+        assert!(
+            err.contains("wasm-mcp: error:") && err.contains(want),
+            "{args:?}: {err}"
+        );
     }
 }

@@ -15,8 +15,12 @@ use support::{plugin_dir, sample_repo, write_policy};
 fn servers_mentioning(needle: &str) -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         if cmd.contains("wasm-mcp") && cmd.contains(" serve ") && cmd.contains(needle) {
             pids.push(pid);
@@ -79,7 +83,11 @@ async fn a_server_killed_mid_call_leaves_state_unknown_and_nothing_written_twice
                 .unwrap_or(false);
             if written && pids.len() == 1 {
                 std::thread::sleep(Duration::from_millis(100));
-                let st = std::process::Command::new("kill").arg("-9").arg(pids[0].to_string()).status().unwrap();
+                let st = std::process::Command::new("kill")
+                    .arg("-9")
+                    .arg(pids[0].to_string())
+                    .status()
+                    .unwrap();
                 assert!(st.success());
                 return pids[0];
             }
@@ -109,14 +117,35 @@ async fn a_server_killed_mid_call_leaves_state_unknown_and_nothing_written_twice
     assert_eq!(result.final_message, "log has 1 line(s)");
 
     let trace = std::fs::read_to_string(&report.trace_path).unwrap();
-    let events: Vec<serde_json::Value> = trace.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let append = events.iter().find(|e| e["kind"] == "tool_call" && e["origin"]["remote_name"] == "append_then_spin").unwrap();
+    let events: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let append = events
+        .iter()
+        .find(|e| e["kind"] == "tool_call" && e["origin"]["remote_name"] == "append_then_spin")
+        .unwrap();
     assert_eq!(append["state"], "unknown", "{append}");
-    assert_eq!(append["attempts"], 1, "a non-idempotent call was re-sent: {append}");
-    assert!(events.iter().any(|e| e["kind"] == "server_lost"), "no server_lost in trace");
-    assert!(events.iter().any(|e| e["kind"] == "server_reconnected"), "no reconnect in trace");
+    assert_eq!(
+        append["attempts"], 1,
+        "a non-idempotent call was re-sent: {append}"
+    );
+    assert!(
+        events.iter().any(|e| e["kind"] == "server_lost"),
+        "no server_lost in trace"
+    );
+    assert!(
+        events.iter().any(|e| e["kind"] == "server_reconnected"),
+        "no reconnect in trace"
+    );
 
     // Exactly one line on disk; the killed process is gone (reaped).
-    assert_eq!(std::fs::read_to_string(report.worktree.join("log.txt")).unwrap(), "written once\n");
-    assert!(!Path::new(&format!("/proc/{killed}")).exists(), "killed server {killed} was not reaped");
+    assert_eq!(
+        std::fs::read_to_string(report.worktree.join("log.txt")).unwrap(),
+        "written once\n"
+    );
+    assert!(
+        !Path::new(&format!("/proc/{killed}")).exists(),
+        "killed server {killed} was not reaped"
+    );
 }

@@ -11,13 +11,16 @@ use std::path::Path;
 use std::time::Instant;
 
 use serde_json::json;
-use wasm_mcp_harness::worktree::Worktree;
+use wasm_mcp_harness::run::worktree::Worktree;
 
 mod support;
 use support::{git, is_error, plugin, sample_repo, text_of, Server};
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -64,10 +67,14 @@ fn ten_thousand_calls_across_task_servers_leak_nothing() {
     let warmup = 200;
     let repo = sample_repo();
     let root = repo.path().join(".worktrees");
-    let plugins = plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf();
+    let plugins = plugin("plugins/workspace.wasm")
+        .parent()
+        .unwrap()
+        .to_path_buf();
 
-    let mut worktrees: Vec<Worktree> =
-        (0..servers).map(|i| Worktree::create(repo.path(), &root, &format!("load-{i}"), "HEAD").unwrap()).collect();
+    let mut worktrees: Vec<Worktree> = (0..servers)
+        .map(|i| Worktree::create(repo.path(), &root, &format!("load-{i}"), "HEAD").unwrap())
+        .collect();
     let started = Instant::now();
     let handles: Vec<_> = worktrees
         .iter()
@@ -87,7 +94,16 @@ fn ten_thousand_calls_across_task_servers_leak_nothing() {
                 let secs = t.elapsed().as_secs_f64();
                 let rss_after = rss_kib(pid);
                 assert!(s.shutdown().success(), "server {idx} did not exit cleanly");
-                (pid, Row { calls, failures, secs, rss_before, rss_after })
+                (
+                    pid,
+                    Row {
+                        calls,
+                        failures,
+                        secs,
+                        rss_before,
+                        rss_after,
+                    },
+                )
             })
         })
         .collect();
@@ -95,12 +111,21 @@ fn ten_thousand_calls_across_task_servers_leak_nothing() {
     let wall = started.elapsed().as_secs_f64();
 
     println!("\nload: {total} calls over {servers} task servers (+{warmup} warm-up each), wall {wall:.1}s");
-    println!("{:>6} {:>7} {:>8} {:>9} {:>11} {:>10} {:>8}", "server", "calls", "failed", "calls/s", "rss0 KiB", "rss1 KiB", "growth");
+    println!(
+        "{:>6} {:>7} {:>8} {:>9} {:>11} {:>10} {:>8}",
+        "server", "calls", "failed", "calls/s", "rss0 KiB", "rss1 KiB", "growth"
+    );
     for (i, (_, r)) in rows.iter().enumerate() {
         let growth = r.rss_after as i64 - r.rss_before as i64;
         println!(
             "{:>6} {:>7} {:>8} {:>9.0} {:>11} {:>10} {:>+7}K",
-            i, r.calls, r.failures, r.calls as f64 / r.secs, r.rss_before, r.rss_after, growth
+            i,
+            r.calls,
+            r.failures,
+            r.calls as f64 / r.secs,
+            r.rss_before,
+            r.rss_after,
+            growth
         );
     }
     let done: usize = rows.iter().map(|(_, r)| r.calls).sum();
@@ -130,8 +155,16 @@ fn ten_thousand_calls_across_task_servers_leak_nothing() {
         wt.remove().unwrap();
     }
     let list = git(repo.path(), &["worktree", "list", "--porcelain"]);
-    assert_eq!(list.matches("worktree ").count(), 1, "worktrees left: {list}");
-    assert_eq!(std::fs::read_dir(&root).map(|d| d.count()).unwrap_or(0), 0, "files left under .worktrees");
+    assert_eq!(
+        list.matches("worktree ").count(),
+        1,
+        "worktrees left: {list}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&root).map(|d| d.count()).unwrap_or(0),
+        0,
+        "files left under .worktrees"
+    );
     let branches = git(repo.path(), &["branch", "--list", "agent/*"]);
     assert!(branches.trim().is_empty(), "branches left: {branches}");
 }

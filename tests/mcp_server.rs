@@ -9,14 +9,25 @@ use support::{is_error, plugin, plugin_dir, text_of, Server};
 
 fn worktree() -> tempfile::TempDir {
     let wt = tempfile::tempdir().unwrap();
-    std::fs::write(wt.path().join("hello.txt"), "line one\nline two\nline three\n").unwrap();
+    std::fs::write(
+        wt.path().join("hello.txt"),
+        "line one\nline two\nline three\n",
+    )
+    .unwrap();
     std::fs::create_dir(wt.path().join("src")).unwrap();
-    std::fs::write(wt.path().join("src/lib.rs"), "pub fn answer() -> u32 {\n    42\n}\n").unwrap();
+    std::fs::write(
+        wt.path().join("src/lib.rs"),
+        "pub fn answer() -> u32 {\n    42\n}\n",
+    )
+    .unwrap();
     wt
 }
 
 fn default_plugins() -> std::path::PathBuf {
-    plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf()
+    plugin("plugins/workspace.wasm")
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 #[test]
@@ -82,7 +93,13 @@ fn read_file_returns_structured_content_and_a_text_block() {
     assert_eq!(&text, sc);
     // Absolute-looking paths are relative to the worktree root.
     let r = s.call("read_file", json!({"path": "/src/lib.rs"}));
-    assert!(r["structuredContent"]["content"].as_str().unwrap().contains("42"), "{r}");
+    assert!(
+        r["structuredContent"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("42"),
+        "{r}"
+    );
     assert!(s.shutdown().success());
 }
 
@@ -97,7 +114,12 @@ fn read_file_limits_lines_and_bytes() {
     assert_eq!(r["structuredContent"]["truncated"], true);
     let r = s.call("read_file", json!({"path": "big.txt", "line_limit": 1000}));
     let sc = &r["structuredContent"];
-    assert_eq!(sc["truncated"], true, "{}", text_of(&r).chars().take(300).collect::<String>());
+    assert_eq!(
+        sc["truncated"],
+        true,
+        "{}",
+        text_of(&r).chars().take(300).collect::<String>()
+    );
     assert_eq!(sc["content"].as_str().unwrap().len(), 1000 * 1024);
     for bad in [json!(0), json!(1001), json!("ten")] {
         let r = s.call("read_file", json!({"path": "hello.txt", "line_limit": bad}));
@@ -129,12 +151,22 @@ fn read_file_caps_reads_at_two_mebibytes() {
 fn write_list_search_round_trip_on_the_host_disk() {
     let wt = worktree();
     let (mut s, _) = Server::start(wt.path(), &default_plugins(), &[]);
-    let r = s.call("write_file", json!({"path": "notes/todo.md", "content": "find the needle\n", "create_dirs": true}));
+    let r = s.call(
+        "write_file",
+        json!({"path": "notes/todo.md", "content": "find the needle\n", "create_dirs": true}),
+    );
     assert!(!is_error(&r), "{r}");
-    assert_eq!(std::fs::read_to_string(wt.path().join("notes/todo.md")).unwrap(), "find the needle\n");
+    assert_eq!(
+        std::fs::read_to_string(wt.path().join("notes/todo.md")).unwrap(),
+        "find the needle\n"
+    );
     let r = s.call("list_dir", json!({"path": "."}));
-    let names: Vec<&str> =
-        r["structuredContent"]["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = r["structuredContent"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["hello.txt", "notes", "src"], "{r}");
     let r = s.call("search", json!({"pattern": "needle"}));
     let m = r["structuredContent"]["matches"].as_array().unwrap();
@@ -147,13 +179,27 @@ fn write_list_search_round_trip_on_the_host_disk() {
 #[test]
 fn unknown_tools_are_protocol_errors_and_allow_lists_hide_tools() {
     let wt = worktree();
-    let (mut s, _) = Server::start(wt.path(), &default_plugins(), &["--allow", "read_file,list_dir"]);
-    let names: Vec<String> = s.list_all_tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    let (mut s, _) = Server::start(
+        wt.path(),
+        &default_plugins(),
+        &["--allow", "read_file,list_dir"],
+    );
+    let names: Vec<String> = s
+        .list_all_tools()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(names, ["list_dir", "read_file"]);
-    let r = s.request("tools/call", json!({"name": "write_file", "arguments": {"path": "x", "content": "y"}}));
+    let r = s.request(
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "x", "content": "y"}}),
+    );
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert!(!wt.path().join("x").exists());
-    let r = s.request("tools/call", json!({"name": "no_such_tool", "arguments": {}}));
+    let r = s.request(
+        "tools/call",
+        json!({"name": "no_such_tool", "arguments": {}}),
+    );
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert!(s.alive());
 }
@@ -164,12 +210,27 @@ fn plugin_changes_send_list_changed_and_refresh_the_catalog() {
     let dir = plugin_dir(&["plugins/workspace.wasm"]);
     let (mut s, _) = Server::start(wt.path(), dir.path(), &["--watch-ms", "100"]);
     assert_eq!(s.list_all_tools().len(), 4);
-    std::fs::copy(plugin("test-plugins/hostile.wasm"), dir.path().join("hostile.wasm")).unwrap();
-    assert!(s.wait_notification("notifications/tools/list_changed", Duration::from_secs(60)).is_some());
-    let names: Vec<String> = s.list_all_tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
-    assert!(names.contains(&"spin".to_string()) && names.contains(&"read_file".to_string()), "{names:?}");
+    std::fs::copy(
+        plugin("test-plugins/hostile.wasm"),
+        dir.path().join("hostile.wasm"),
+    )
+    .unwrap();
+    assert!(s
+        .wait_notification("notifications/tools/list_changed", Duration::from_secs(60))
+        .is_some());
+    let names: Vec<String> = s
+        .list_all_tools()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        names.contains(&"spin".to_string()) && names.contains(&"read_file".to_string()),
+        "{names:?}"
+    );
     std::fs::remove_file(dir.path().join("hostile.wasm")).unwrap();
-    assert!(s.wait_notification("notifications/tools/list_changed", Duration::from_secs(60)).is_some());
+    assert!(s
+        .wait_notification("notifications/tools/list_changed", Duration::from_secs(60))
+        .is_some());
     assert_eq!(s.list_all_tools().len(), 4);
     assert!(s.shutdown().success());
 }
@@ -182,7 +243,11 @@ fn broken_plugins_are_refused_and_the_rest_still_served() {
     // A core module (not a component): the smallest valid one.
     std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
     // A component that exports some other world (here: nothing at all).
-    std::fs::write(dir.path().join("wrong-world.wasm"), wat::parse_str("(component)").unwrap()).unwrap();
+    std::fs::write(
+        dir.path().join("wrong-world.wasm"),
+        wat::parse_str("(component)").unwrap(),
+    )
+    .unwrap();
     let (mut s, _) = Server::start(wt.path(), dir.path(), &[]);
     assert_eq!(s.list_all_tools().len(), 4);
     let r = s.call("read_file", json!({"path": "hello.txt"}));
@@ -202,7 +267,10 @@ fn broken_plugins_are_refused_and_the_rest_still_served() {
         ("core.wasm", "core wasm module"),
         ("wrong-world.wasm", "cannot be linked"),
     ] {
-        assert!(stderr.lines().any(|l| l.contains(file) && l.contains(why)), "no refusal of {file} in:\n{stderr}");
+        assert!(
+            stderr.lines().any(|l| l.contains(file) && l.contains(why)),
+            "no refusal of {file} in:\n{stderr}"
+        );
     }
     assert!(s.shutdown().success());
 }
@@ -215,10 +283,19 @@ fn a_refused_plugin_is_not_retried_until_it_changes() {
     let (mut s, log) = Server::start_logged(wt.path(), dir.path(), &["--watch-ms", "50"]);
     std::thread::sleep(Duration::from_millis(600)); // ~10 rescans
     let refusals = log.read().matches("refused plugin").count();
-    assert_eq!(refusals, 1, "an unchanged refused file was re-read on every scan");
+    assert_eq!(
+        refusals, 1,
+        "an unchanged refused file was re-read on every scan"
+    );
     // Once the file becomes a real plugin, it is loaded and clients are told.
-    std::fs::copy(plugin("test-plugins/hostile.wasm"), dir.path().join("later.wasm")).unwrap();
-    assert!(s.wait_notification("notifications/tools/list_changed", Duration::from_secs(60)).is_some());
+    std::fs::copy(
+        plugin("test-plugins/hostile.wasm"),
+        dir.path().join("later.wasm"),
+    )
+    .unwrap();
+    assert!(s
+        .wait_notification("notifications/tools/list_changed", Duration::from_secs(60))
+        .is_some());
     assert!(s.list_all_tools().iter().any(|t| t["name"] == "spin"));
     assert!(s.shutdown().success());
 }
@@ -231,15 +308,25 @@ fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
         std::fs::copy(plugin("plugins/workspace.wasm"), dir.path().join(name)).unwrap();
     }
     let (mut s, log) = Server::start_logged(wt.path(), dir.path(), &[]);
-    let names: Vec<String> = s.list_all_tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    let names: Vec<String> = s
+        .list_all_tools()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(names, ["list_dir", "read_file", "search", "write_file"]);
     let r = s.call("read_file", json!({"path": "hello.txt"}));
     assert!(!is_error(&r), "{r}");
     assert!(s.shutdown().success());
     let log = log.read();
-    let dupes: Vec<&str> = log.lines().filter(|l| l.contains("already provided by an earlier plugin")).collect();
+    let dupes: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("already provided by an earlier plugin"))
+        .collect();
     assert_eq!(dupes.len(), 4, "{log}");
-    assert!(dupes.iter().all(|l| l.contains("b-second.wasm")), "{dupes:?}");
+    assert!(
+        dupes.iter().all(|l| l.contains("b-second.wasm")),
+        "{dupes:?}"
+    );
 }
 
 #[test]
@@ -250,7 +337,11 @@ fn descriptors_that_break_the_contract_are_refused_one_by_one() {
     let tools = s.list_all_tools();
     assert_eq!(tools.len(), 1, "{tools:?}");
     assert_eq!(tools[0]["name"], "good_tool");
-    assert_eq!(tools[0]["description"].as_str().unwrap().chars().count(), 2000, "description not capped");
+    assert_eq!(
+        tools[0]["description"].as_str().unwrap().chars().count(),
+        2000,
+        "description not capped"
+    );
     let r = s.call("good_tool", json!({}));
     assert!(!is_error(&r), "{r}");
     assert!(s.shutdown().success());
@@ -264,7 +355,8 @@ fn descriptors_that_break_the_contract_are_refused_one_by_one() {
         ("good_tool", "declared twice by the same plugin"),
     ] {
         assert!(
-            log.lines().any(|l| l.contains("tool not published") && l.contains(tool) && l.contains(why)),
+            log.lines()
+                .any(|l| l.contains("tool not published") && l.contains(tool) && l.contains(why)),
             "no refusal of {tool:?} ({why}) in:\n{log}"
         );
     }

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use wasm_mcp_harness::naming::local_name;
 use wasm_mcp_harness::provider::openai::OpenAiProvider;
 use wasm_mcp_harness::testing::openai_standin;
+use wasm_mcp_harness::tools::naming::local_name;
 use wasm_mcp_harness::{run_task, RunOptions};
 
 mod support;
@@ -24,12 +24,25 @@ max_rounds = 4
 async fn a_chat_completions_model_drives_the_real_server() {
     let repo = sample_repo();
     let scratch = tempfile::tempdir().unwrap();
-    let plugins = plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf();
-    let policy = write_policy(scratch.path(), &plugins, &[], &["read_file", "write_file"], &["read_file"], 30_000);
+    let plugins = plugin("plugins/workspace.wasm")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let policy = write_policy(
+        scratch.path(),
+        &plugins,
+        &[],
+        &["read_file", "write_file"],
+        &["read_file"],
+        30_000,
+    );
     let task = scratch.path().join("task.toml");
     std::fs::write(&task, TASK).unwrap();
 
-    let (read, write) = (local_name("ws", "read_file"), local_name("ws", "write_file"));
+    let (read, write) = (
+        local_name("ws", "read_file"),
+        local_name("ws", "write_file"),
+    );
     let replies = vec![
         json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": read, "arguments": "{\"path\":\"README.md\",\"line_limit\":1}"}},
@@ -46,7 +59,9 @@ async fn a_chat_completions_model_drives_the_real_server() {
             repo: Some(repo.path().to_path_buf()),
             out_dir: Some(scratch.path().join("runs")),
             keep_worktree: true,
-            provider_override: Some(Arc::new(OpenAiProvider::new(&base, Some("sk-local".into()), "stand-in").unwrap())),
+            provider_override: Some(Arc::new(
+                OpenAiProvider::new(&base, Some("sk-local".into()), "stand-in").unwrap(),
+            )),
             ..RunOptions::default()
         },
     )
@@ -55,8 +70,15 @@ async fn a_chat_completions_model_drives_the_real_server() {
     assert!(report.ok(), "{:?}", report.error);
     let result = report.result.as_ref().unwrap();
     assert_eq!(result.final_message, "Copied the title.");
-    assert_eq!((result.tool_calls, result.tool_errors), (3, 1), "{result:?}");
-    assert_eq!(std::fs::read_to_string(report.worktree.join("FIRST.txt")).unwrap(), "# sample\n");
+    assert_eq!(
+        (result.tool_calls, result.tool_errors),
+        (3, 1),
+        "{result:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(report.worktree.join("FIRST.txt")).unwrap(),
+        "# sample\n"
+    );
 
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
@@ -64,7 +86,12 @@ async fn a_chat_completions_model_drives_the_real_server() {
     assert!(line.starts_with("POST /v1/chat/completions"), "{line}");
     assert_eq!(auth.to_lowercase(), "authorization: bearer sk-local");
     // The model was offered exactly the policy's tools, under local names.
-    let mut offered: Vec<&str> = first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let mut offered: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
     offered.sort();
     let mut want = vec![read.as_str(), write.as_str()];
     want.sort();
@@ -74,10 +101,20 @@ async fn a_chat_completions_model_drives_the_real_server() {
     let tool_msgs: Vec<_> = msgs.iter().filter(|m| m["role"] == "tool").collect();
     assert_eq!(tool_msgs.len(), 3);
     assert_eq!(tool_msgs[0]["tool_call_id"], "c1");
-    let read_back: serde_json::Value = serde_json::from_str(tool_msgs[0]["content"].as_str().unwrap()).unwrap();
+    let read_back: serde_json::Value =
+        serde_json::from_str(tool_msgs[0]["content"].as_str().unwrap()).unwrap();
     assert_eq!(read_back["content"], "# sample\n");
-    assert_eq!(read_back["truncated"], true, "line_limit 1 of a 2-line file");
-    assert!(tool_msgs[1]["content"].as_str().unwrap().contains("bytes_written"));
+    assert_eq!(
+        read_back["truncated"], true,
+        "line_limit 1 of a 2-line file"
+    );
+    assert!(tool_msgs[1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("bytes_written"));
     let refused = tool_msgs[2]["content"].as_str().unwrap();
-    assert!(refused.starts_with("error:") && refused.contains("escapes the worktree"), "{refused}");
+    assert!(
+        refused.starts_with("error:") && refused.contains("escapes the worktree"),
+        "{refused}"
+    );
 }

@@ -11,9 +11,19 @@ use support::{git, sample_repo};
 async fn the_sample_task_runs_against_the_real_server_and_cleans_up() {
     let repo = sample_repo();
     let scratch = tempfile::tempdir().unwrap();
-    let plugins = support::plugin("plugins/workspace.wasm").parent().unwrap().to_path_buf();
+    let plugins = support::plugin("plugins/workspace.wasm")
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let tools = ["read_file", "list_dir", "search", "write_file"];
-    let policy = support::write_policy(scratch.path(), &plugins, &[], &tools, &["read_file"], 30_000);
+    let policy = support::write_policy(
+        scratch.path(),
+        &plugins,
+        &[],
+        &tools,
+        &["read_file"],
+        30_000,
+    );
     let task = support::repo_root().join("tasks/sample.toml");
     let report = run_task(
         &policy,
@@ -30,20 +40,47 @@ async fn the_sample_task_runs_against_the_real_server_and_cleans_up() {
     assert!(report.ok(), "run failed: {:?}", report.error);
     let result = report.result.as_ref().unwrap();
     assert_eq!(result.tool_calls, 6, "{result:?}");
-    assert_eq!(result.tool_errors, 1, "only the escape attempt fails: {result:?}");
+    assert_eq!(
+        result.tool_errors, 1,
+        "only the escape attempt fails: {result:?}"
+    );
     assert_eq!(result.contract_violations, 0);
-    assert!(result.final_message.contains("Wrote NOTES.md"), "{}", result.final_message);
+    assert!(
+        result.final_message.contains("Wrote NOTES.md"),
+        "{}",
+        result.final_message
+    );
 
     // The trace shows what the real server did, step by step.
     let trace = std::fs::read_to_string(&report.trace_path).unwrap();
-    let events: Vec<serde_json::Value> = trace.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let calls: Vec<&serde_json::Value> = events.iter().filter(|e| e["kind"] == "tool_call").collect();
-    let write = calls.iter().find(|c| c["origin"]["remote_name"] == "write_file").expect("write_file call");
+    let events: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calls: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["kind"] == "tool_call").collect();
+    let write = calls
+        .iter()
+        .find(|c| c["origin"]["remote_name"] == "write_file")
+        .expect("write_file call");
     assert_eq!(write["state"], "completed");
-    let check = calls.iter().filter(|c| c["origin"]["remote_name"] == "read_file").nth(1).expect("read back");
-    assert!(check["result"].as_str().unwrap().contains("# Notes"), "{check}");
+    let check = calls
+        .iter()
+        .filter(|c| c["origin"]["remote_name"] == "read_file")
+        .nth(1)
+        .expect("read back");
+    assert!(
+        check["result"].as_str().unwrap().contains("# Notes"),
+        "{check}"
+    );
     let escape = calls.last().unwrap();
-    assert!(escape["result"].as_str().unwrap().contains("escapes the worktree"), "{escape}");
+    assert!(
+        escape["result"]
+            .as_str()
+            .unwrap()
+            .contains("escapes the worktree"),
+        "{escape}"
+    );
     assert!(events.iter().any(|e| e["kind"] == "server_closed"));
 
     // Reverse-order shutdown left nothing behind: worktree and branch gone,
@@ -52,6 +89,13 @@ async fn the_sample_task_runs_against_the_real_server_and_cleans_up() {
     let worktrees = git(repo.path(), &["worktree", "list", "--porcelain"]);
     assert_eq!(worktrees.matches("worktree ").count(), 1, "{worktrees}");
     let branches = git(repo.path(), &["branch", "--list", &report.branch]);
-    assert!(branches.trim().is_empty(), "branch {} left: {branches}", report.branch);
-    assert!(!repo.path().join("NOTES.md").exists(), "the task wrote into the main checkout");
+    assert!(
+        branches.trim().is_empty(),
+        "branch {} left: {branches}",
+        report.branch
+    );
+    assert!(
+        !repo.path().join("NOTES.md").exists(),
+        "the task wrote into the main checkout"
+    );
 }

@@ -416,7 +416,10 @@ async fn in_process(
         Some(worktree),
         FsAccess::ReadWrite,
         Limits::default(),
-        &EngineOptions { pooling, ..EngineOptions::default() },
+        &EngineOptions {
+            pooling,
+            ..EngineOptions::default()
+        },
     )?;
     let cache = ComponentCache::new(Some(cache_dir.to_owned()));
     let plugin = Plugin::load(&sandbox, &cache, plugin_path).await?;

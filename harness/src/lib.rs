@@ -1,38 +1,34 @@
 //! Agent harness for the wasm-mcp host.
 //!
+//! Modules, bottom-up:
+//! - [`mcp`]: talking to MCP servers (connection, discovery, the call adapter).
+//! - [`tools`]: the tool model the agent sees (naming, catalog, call pipeline, faults).
+//! - [`run`]: one task run (policy, worktree, session, agent loop, trace).
+//! - [`provider`]: chat model providers.
+//!
 //! Layers, bottom-up:
-//! - [`policy`]: server launch configs, tool allow/deny lists, approvals (the only
+//! - [`run::policy`]: server launch configs, tool allow/deny lists, approvals (the only
 //!   source of commands, cwd and env; the model never chooses them).
-//! - [`connection`]: one owner task per MCP server connection (initialize,
+//! - [`mcp::connection`]: one owner task per MCP server connection (initialize,
 //!   version allowlist, tools capability, close).
-//! - [`discovery`]: paginated `tools/list` with hard limits, schema checks.
-//! - [`naming`]: collision-free local tool names and the binding table.
-//! - [`catalog`]: per-round frozen snapshots, `list_changed` → dirty → refresh.
-//! - [`registry`] + [`adapter`]: the tool-call pipeline and the MCP adapter.
-//! - [`faults`]: call states and retry rules.
-//! - [`worktree`]: one git worktree per task.
+//! - [`mcp::discovery`]: paginated `tools/list` with hard limits, schema checks.
+//! - [`tools::naming`]: collision-free local tool names and the binding table.
+//! - [`tools::catalog`]: per-round frozen snapshots, `list_changed` → dirty → refresh.
+//! - [`tools::registry`] + [`mcp::adapter`]: the tool-call pipeline and the MCP adapter.
+//! - [`tools::faults`]: call states and retry rules.
+//! - [`run::worktree`]: one git worktree per task.
 //! - [`provider`]: OpenAI-compatible and scripted chat providers.
-//! - [`agent`]: the round loop; [`task`]: a whole task run with cleanup.
-//! - [`trace`]: JSONL trace.
+//! - [`run::agent`]: the round loop; [`run::task`]: a whole task run with cleanup.
+//! - [`run::trace`]: JSONL trace.
 
-pub mod adapter;
-pub mod agent;
-pub mod catalog;
-pub mod connection;
-pub mod discovery;
-pub mod faults;
-pub mod naming;
-pub mod policy;
+pub mod mcp;
 pub mod provider;
-pub mod registry;
-pub mod session;
+pub mod run;
 #[doc(hidden)]
 pub mod testing;
-pub mod task;
-pub mod trace;
-pub mod worktree;
+pub mod tools;
 
-pub use task::{run_task, ProviderChoice, RunOptions, RunReport};
+pub use run::task::{run_task, ProviderChoice, RunOptions, RunReport};
 
 /// A boxed, sendable future (the crate avoids `async-trait`).
 pub type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

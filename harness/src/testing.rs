@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use crate::connection::{Conduit, ConnectError, Connector};
+use crate::mcp::connection::{Conduit, ConnectError, Connector};
 use crate::BoxFut;
 
 #[derive(Debug, Clone)]
@@ -70,7 +70,8 @@ pub fn tool(name: &str) -> Value {
 /// A tool with an output schema requiring `{path: string}`.
 pub fn tool_with_output(name: &str) -> Value {
     let mut t = tool(name);
-    t["outputSchema"] = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+    t["outputSchema"] =
+        json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
     t
 }
 
@@ -140,7 +141,9 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
         if writer.is_finished() {
             break;
         }
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
         let method = msg["method"].as_str().unwrap_or("").to_string();
         let id = msg.get("id").cloned();
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
@@ -148,10 +151,9 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
         match method.as_str() {
             "initialize" => {
                 let cfg = state.config.lock().unwrap().clone();
-                let version = cfg
-                    .protocol_version
-                    .clone()
-                    .unwrap_or_else(|| params["protocolVersion"].as_str().unwrap_or("").to_string());
+                let version = cfg.protocol_version.clone().unwrap_or_else(|| {
+                    params["protocolVersion"].as_str().unwrap_or("").to_string()
+                });
                 let mut caps = json!({});
                 if cfg.tools_capability {
                     caps["tools"] = json!({"listChanged": true});
@@ -175,7 +177,9 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
                     _ => cfg.pages.get(page).cloned().unwrap_or_default(),
                 };
                 let next = match cfg.cursor_mode {
-                    CursorMode::Normal => (page + 1 < cfg.pages.len()).then(|| format!("p{}", page + 1)),
+                    CursorMode::Normal => {
+                        (page + 1 < cfg.pages.len()).then(|| format!("p{}", page + 1))
+                    }
                     CursorMode::Repeat => Some("p0".to_string()),
                     CursorMode::Endless => Some(format!("p{}", page + 1)),
                 };
@@ -188,7 +192,11 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
             "tools/call" => {
                 let name = params["name"].as_str().unwrap_or("").to_string();
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
-                state.calls.lock().unwrap().push((name.clone(), args.clone()));
+                state
+                    .calls
+                    .lock()
+                    .unwrap()
+                    .push((name.clone(), args.clone()));
                 let behavior = state
                     .config
                     .lock()
@@ -255,14 +263,18 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
 /// request as (request line, authorization header, JSON body). Returns the
 /// base URL (`http://127.0.0.1:<port>/v1`).
 #[allow(clippy::type_complexity)]
-pub async fn openai_standin(replies: Vec<Value>) -> (String, Arc<Mutex<Vec<(String, String, Value)>>>) {
+pub async fn openai_standin(
+    replies: Vec<Value>,
+) -> (String, Arc<Mutex<Vec<(String, String, Value)>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen2 = seen.clone();
     tokio::spawn(async move {
         for reply in replies {
-            let Ok((mut sock, _)) = listener.accept().await else { return };
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
             let mut buf = Vec::new();
             let mut tmp = [0u8; 4096];
             let (head_end, len) = loop {
@@ -273,7 +285,10 @@ pub async fn openai_standin(replies: Vec<Value>) -> (String, Arc<Mutex<Vec<(Stri
                     let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
                     let len = head
                         .lines()
-                        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                        .find_map(|l| {
+                            l.strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
                         .unwrap_or(0);
                     break (i + 4, len);
                 }

@@ -6,16 +6,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use wasm_mcp_harness::adapter::ArtifactStore;
-use wasm_mcp_harness::connection::{ConnectError, Connection, ConnectionHandle, Connector};
-use wasm_mcp_harness::discovery::{discover, DiscoveryError, MAX_PAGES};
-use wasm_mcp_harness::faults::CallState;
-use wasm_mcp_harness::naming::local_name;
-use wasm_mcp_harness::policy::{Policy, ServerPolicy};
-use wasm_mcp_harness::registry::{ErrorKind, NonInteractiveApprover, ToolRegistry};
-use wasm_mcp_harness::session::ToolSession;
-use wasm_mcp_harness::testing::{tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer};
-use wasm_mcp_harness::trace::Trace;
+use wasm_mcp_harness::mcp::adapter::ArtifactStore;
+use wasm_mcp_harness::mcp::connection::{ConnectError, Connection, ConnectionHandle, Connector};
+use wasm_mcp_harness::mcp::discovery::{discover, DiscoveryError, MAX_PAGES};
+use wasm_mcp_harness::run::policy::{Policy, ServerPolicy};
+use wasm_mcp_harness::run::session::ToolSession;
+use wasm_mcp_harness::run::trace::Trace;
+use wasm_mcp_harness::testing::{
+    tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer,
+};
+use wasm_mcp_harness::tools::faults::CallState;
+use wasm_mcp_harness::tools::naming::local_name;
+use wasm_mcp_harness::tools::registry::{ErrorKind, NonInteractiveApprover, ToolRegistry};
 
 const V: &str = "2025-11-25";
 
@@ -43,7 +45,13 @@ fn sp(p: &Policy) -> ServerPolicy {
 }
 
 async fn open(fake: &FakeServer) -> Result<ConnectionHandle, ConnectError> {
-    Connection::open("ws", fake.connector(), &[V.to_string()], Duration::from_secs(5)).await
+    Connection::open(
+        "ws",
+        fake.connector(),
+        &[V.to_string()],
+        Duration::from_secs(5),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -56,13 +64,24 @@ async fn handshake_checks_version_and_capability() {
     c.close().await;
     assert!(!c.is_alive(), "closed by its owner");
 
-    let old = FakeServer::new(FakeConfig { protocol_version: Some("2024-11-05".into()), ..Default::default() });
+    let old = FakeServer::new(FakeConfig {
+        protocol_version: Some("2024-11-05".into()),
+        ..Default::default()
+    });
     match open(&old).await {
-        Err(ConnectError::VersionRejected { negotiated, .. }) => assert_eq!(negotiated, "2024-11-05"),
+        Err(ConnectError::VersionRejected { negotiated, .. }) => {
+            assert_eq!(negotiated, "2024-11-05")
+        }
         other => panic!("expected VersionRejected, got {:?}", other.err()),
     }
-    let no_tools = FakeServer::new(FakeConfig { tools_capability: false, ..Default::default() });
-    assert!(matches!(open(&no_tools).await, Err(ConnectError::NoToolsCapability { .. })));
+    let no_tools = FakeServer::new(FakeConfig {
+        tools_capability: false,
+        ..Default::default()
+    });
+    assert!(matches!(
+        open(&no_tools).await,
+        Err(ConnectError::NoToolsCapability { .. })
+    ));
 }
 
 #[tokio::test]
@@ -70,13 +89,21 @@ async fn pagination_and_limits() {
     let p = policy("");
     // Three pages, all collected.
     let fake = FakeServer::new(FakeConfig {
-        pages: vec![vec![tool("read_file")], vec![tool("x")], vec![tool("list_dir")]],
+        pages: vec![
+            vec![tool("read_file")],
+            vec![tool("x")],
+            vec![tool("list_dir")],
+        ],
         ..Default::default()
     });
     let c = open(&fake).await.unwrap();
     let tools = discover(&c, &sp(&p)).await.unwrap();
     let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["read_file", "list_dir"], "x is not allowed → not exposed");
+    assert_eq!(
+        names,
+        ["read_file", "list_dir"],
+        "x is not allowed → not exposed"
+    );
     assert_eq!(fake.0.list_requests.load(Ordering::SeqCst), 3);
 
     let repeat = FakeServer::new(FakeConfig {
@@ -85,35 +112,66 @@ async fn pagination_and_limits() {
         ..Default::default()
     });
     let c = open(&repeat).await.unwrap();
-    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::RepeatedCursor(_))));
+    assert!(matches!(
+        discover(&c, &sp(&p)).await,
+        Err(DiscoveryError::RepeatedCursor(_))
+    ));
 
-    let endless = FakeServer::new(FakeConfig { cursor_mode: CursorMode::Endless, ..Default::default() });
+    let endless = FakeServer::new(FakeConfig {
+        cursor_mode: CursorMode::Endless,
+        ..Default::default()
+    });
     let c = open(&endless).await.unwrap();
-    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::TooManyPages)));
+    assert!(matches!(
+        discover(&c, &sp(&p)).await,
+        Err(DiscoveryError::TooManyPages)
+    ));
     assert_eq!(endless.0.list_requests.load(Ordering::SeqCst), MAX_PAGES);
 
     let many: Vec<Value> = (0..1001).map(|i| tool(&format!("t{i}"))).collect();
-    let big = FakeServer::new(FakeConfig { pages: vec![many], ..Default::default() });
+    let big = FakeServer::new(FakeConfig {
+        pages: vec![many],
+        ..Default::default()
+    });
     let c = open(&big).await.unwrap();
-    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::TooManyTools)));
+    assert!(matches!(
+        discover(&c, &sp(&p)).await,
+        Err(DiscoveryError::TooManyTools)
+    ));
 
     let dup = FakeServer::new(FakeConfig {
-        pages: vec![vec![tool("read_file"), tool("list_dir")], vec![tool("read_file")]],
+        pages: vec![
+            vec![tool("read_file"), tool("list_dir")],
+            vec![tool("read_file")],
+        ],
         ..Default::default()
     });
     let c = open(&dup).await.unwrap();
-    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::DuplicateName(n)) if n == "read_file"));
+    assert!(
+        matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::DuplicateName(n)) if n == "read_file")
+    );
 
     let mut bad = tool("read_file");
     bad["inputSchema"] = json!("string");
-    let bad_schema = FakeServer::new(FakeConfig { pages: vec![vec![bad, tool("list_dir")]], ..Default::default() });
+    let bad_schema = FakeServer::new(FakeConfig {
+        pages: vec![vec![bad, tool("list_dir")]],
+        ..Default::default()
+    });
     let c = open(&bad_schema).await.unwrap();
     let e = discover(&c, &sp(&p)).await.unwrap_err();
-    assert!(matches!(e, DiscoveryError::NonObjectInputSchema { .. }), "{e}");
+    assert!(
+        matches!(e, DiscoveryError::NonObjectInputSchema { .. }),
+        "{e}"
+    );
 
-    let missing = FakeServer::new(FakeConfig { pages: vec![vec![tool("read_file")]], ..Default::default() });
+    let missing = FakeServer::new(FakeConfig {
+        pages: vec![vec![tool("read_file")]],
+        ..Default::default()
+    });
     let c = open(&missing).await.unwrap();
-    assert!(matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::MissingAllowedTools(m)) if m == ["list_dir"]));
+    assert!(
+        matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::MissingAllowedTools(m)) if m == ["list_dir"])
+    );
 }
 
 async fn session(fake: &FakeServer, p: Policy) -> (ToolSession, Arc<Trace>, tempfile::TempDir) {
@@ -121,10 +179,19 @@ async fn session(fake: &FakeServer, p: Policy) -> (ToolSession, Arc<Trace>, temp
     let trace = Arc::new(Trace::new());
     let mut connectors: HashMap<String, Arc<dyn Connector>> = HashMap::new();
     connectors.insert("ws".into(), fake.connector());
-    let base = ToolRegistry::new(Arc::new(NonInteractiveApprover { approve_asks: false }));
-    let s = ToolSession::start(p, connectors, &base, "t", Arc::new(ArtifactStore::new(dir.path().join("artifacts"))), trace.clone())
-        .await
-        .unwrap();
+    let base = ToolRegistry::new(Arc::new(NonInteractiveApprover {
+        approve_asks: false,
+    }));
+    let s = ToolSession::start(
+        p,
+        connectors,
+        &base,
+        "t",
+        Arc::new(ArtifactStore::new(dir.path().join("artifacts"))),
+        trace.clone(),
+    )
+    .await
+    .unwrap();
     (s, trace, dir)
 }
 
@@ -137,14 +204,19 @@ async fn adapter_validates_before_sending_and_maps_errors() {
     let mut cfg = FakeConfig::default();
     cfg.behaviors.insert(
         "list_dir".into(),
-        Behavior::Result(json!({"content": [{"type": "text", "text": "no such dir"}], "isError": true})),
+        Behavior::Result(
+            json!({"content": [{"type": "text", "text": "no such dir"}], "isError": true}),
+        ),
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     let r = s.registry();
     let ok = r.invoke(&read_file(), r#"{"path": "README.md"}"#).await;
     assert!(!ok.is_error(), "{}", ok.model_text);
-    assert_eq!(serde_json::from_str::<Value>(&ok.model_text).unwrap(), json!({"path": "README.md"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&ok.model_text).unwrap(),
+        json!({"path": "README.md"})
+    );
     assert_eq!(ok.origin.as_ref().unwrap().remote_name, "read_file");
 
     let bad = r.invoke(&read_file(), r#"{"path": 7}"#).await;
@@ -152,7 +224,9 @@ async fn adapter_validates_before_sending_and_maps_errors() {
     assert_eq!(bad.state, CallState::NotSent);
     assert_eq!(fake.calls().len(), 1, "invalid args never reach the server");
 
-    let err = r.invoke(&local_name("ws", "list_dir"), r#"{"path": "nope"}"#).await;
+    let err = r
+        .invoke(&local_name("ws", "list_dir"), r#"{"path": "nope"}"#)
+        .await;
     assert_eq!(err.error, Some(ErrorKind::ToolError));
     assert_eq!(err.model_text, "error: no such dir");
     s.shutdown().await;
@@ -160,7 +234,10 @@ async fn adapter_validates_before_sending_and_maps_errors() {
 
 #[tokio::test]
 async fn output_contract_violation_goes_to_audit_not_model() {
-    let mut cfg = FakeConfig { pages: vec![vec![tool_with_output("read_file"), tool("list_dir")]], ..Default::default() };
+    let mut cfg = FakeConfig {
+        pages: vec![vec![tool_with_output("read_file"), tool("list_dir")]],
+        ..Default::default()
+    };
     cfg.behaviors.insert(
         "read_file".into(),
         Behavior::Result(json!({"content": [{"type": "text", "text": "leak"}], "structuredContent": {"path": 42, "secret": "leak"}})),
@@ -182,7 +259,8 @@ async fn image_content_becomes_artifact_or_is_refused() {
     let b64 = base64::engine::general_purpose::STANDARD.encode(png);
     let result = json!({"content": [{"type": "text", "text": "see image"}, {"type": "image", "data": b64, "mimeType": "image/png"}]});
     let mut cfg = FakeConfig::default();
-    cfg.behaviors.insert("read_file".into(), Behavior::Result(result));
+    cfg.behaviors
+        .insert("read_file".into(), Behavior::Result(result));
     let fake = FakeServer::new(cfg.clone());
     let (mut s, _t, dir) = session(&fake, policy("")).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
@@ -210,7 +288,8 @@ async fn image_content_becomes_artifact_or_is_refused() {
 #[tokio::test]
 async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
     let mut cfg = FakeConfig::default();
-    cfg.behaviors.insert("read_file".into(), Behavior::Sleep(Duration::from_secs(3)));
+    cfg.behaviors
+        .insert("read_file".into(), Behavior::Sleep(Duration::from_secs(3)));
     let fake = FakeServer::new(cfg.clone());
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
@@ -242,7 +321,10 @@ async fn server_death_mid_call_then_reconnect_at_safe_point() {
     let fake = FakeServer::new(cfg);
     let (mut s, trace, _d) = session(&fake, policy("")).await;
     let v1 = s.snapshot().version;
-    let o = s.registry().invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#).await;
+    let o = s
+        .registry()
+        .invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#)
+        .await;
     assert_eq!(o.state, CallState::Unknown, "{}", o.model_text);
     assert_eq!(o.error, Some(ErrorKind::Fault));
     // Wait for the owner to notice.
@@ -268,7 +350,11 @@ async fn list_changed_refreshes_only_at_safe_point() {
     let mut cfg = FakeConfig::default();
     cfg.behaviors.insert(
         "list_dir".into(),
-        Behavior::ChangeTools(vec![vec![tool("read_file"), tool("list_dir"), tool("search")]]),
+        Behavior::ChangeTools(vec![vec![
+            tool("read_file"),
+            tool("list_dir"),
+            tool("search"),
+        ]]),
     );
     let p = policy("").servers[0].clone();
     let toml = format!(
@@ -285,13 +371,20 @@ async fn list_changed_refreshes_only_at_safe_point() {
     let (mut s, _trace, _d) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
     let before = s.snapshot();
     assert_eq!(before.version, 1);
-    let o = s.registry().invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#).await;
+    let o = s
+        .registry()
+        .invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#)
+        .await;
     assert!(!o.is_error(), "{}", o.model_text);
     s.connection("ws").unwrap().list_changed_notified().await;
     // Still round N: snapshot unchanged until the safe point.
     assert_eq!(s.snapshot().version, 1);
-    let desc = |snap: &wasm_mcp_harness::catalog::CatalogSnapshot| {
-        snap.get(&local_name("ws", "search")).unwrap().tool.description.clone()
+    let desc = |snap: &wasm_mcp_harness::tools::catalog::CatalogSnapshot| {
+        snap.get(&local_name("ws", "search"))
+            .unwrap()
+            .tool
+            .description
+            .clone()
     };
     assert_eq!(desc(&s.snapshot()), "old");
     s.safe_point().await.unwrap();
@@ -311,7 +404,8 @@ async fn undecodable_or_missing_binary_content_is_refused_not_faked() {
         {"type": "image", "data": "%%% not base64 %%%", "mimeType": "image/png"},
     ]});
     let mut cfg = FakeConfig::default();
-    cfg.behaviors.insert("read_file".into(), Behavior::Result(result));
+    cfg.behaviors
+        .insert("read_file".into(), Behavior::Result(result));
     cfg.behaviors.insert(
         "list_dir".into(),
         Behavior::Result(json!({"content": [{"type": "audio", "mimeType": "audio/wav"}]})),
@@ -322,9 +416,15 @@ async fn undecodable_or_missing_binary_content_is_refused_not_faked() {
     assert_eq!(o.error, Some(ErrorKind::ContentRefused), "{}", o.model_text);
     assert!(o.model_text.contains("base64"), "{}", o.model_text);
     assert!(o.artifacts.is_empty());
-    let o = s.registry().invoke(&local_name("ws", "list_dir"), r#"{"path": "a"}"#).await;
+    let o = s
+        .registry()
+        .invoke(&local_name("ws", "list_dir"), r#"{"path": "a"}"#)
+        .await;
     assert_eq!(o.error, Some(ErrorKind::ContentRefused), "{}", o.model_text);
-    assert!(!dir.path().join("artifacts").exists(), "no placeholder file stored");
+    assert!(
+        !dir.path().join("artifacts").exists(),
+        "no placeholder file stored"
+    );
     s.shutdown().await;
 }
 
@@ -333,7 +433,9 @@ async fn null_structured_content_leaves_the_text_result() {
     let mut cfg = FakeConfig::default();
     cfg.behaviors.insert(
         "read_file".into(),
-        Behavior::Result(json!({"content": [{"type": "text", "text": "hello"}], "structuredContent": null})),
+        Behavior::Result(
+            json!({"content": [{"type": "text", "text": "hello"}], "structuredContent": null}),
+        ),
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, policy("")).await;

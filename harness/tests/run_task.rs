@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wasm_mcp_harness::connection::Connector;
-use wasm_mcp_harness::naming::local_name;
+use wasm_mcp_harness::mcp::connection::Connector;
 use wasm_mcp_harness::provider::openai::OpenAiProvider;
-use wasm_mcp_harness::task::ProviderChoice;
+use wasm_mcp_harness::run::task::ProviderChoice;
 use wasm_mcp_harness::testing::{openai_standin, tool, Behavior, FakeConfig, FakeServer};
+use wasm_mcp_harness::tools::naming::local_name;
 use wasm_mcp_harness::{run_task, RunOptions};
 
 const POLICY: &str = r#"
@@ -59,13 +59,27 @@ impl Env {
         let repo = dir.path().join("repo");
         std::fs::create_dir(&repo).unwrap();
         let git = |args: &[&str]| {
-            let o = Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap();
+            let o = Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .output()
+                .unwrap();
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         };
         git(&["init", "-q", "-b", "main"]);
         std::fs::write(repo.join("README.md"), "# Demo\n").unwrap();
         git(&["add", "."]);
-        git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init"]);
+        git(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "init",
+        ]);
         std::fs::write(dir.path().join("policy.toml"), POLICY).unwrap();
         std::fs::write(dir.path().join("task.toml"), task).unwrap();
         Self { dir }
@@ -85,26 +99,43 @@ impl Env {
         }
     }
     async fn run(&self, opts: RunOptions) -> wasm_mcp_harness::RunReport {
-        run_task(&self.dir.path().join("policy.toml"), &self.dir.path().join("task.toml"), opts)
-            .await
-            .unwrap()
+        run_task(
+            &self.dir.path().join("policy.toml"),
+            &self.dir.path().join("task.toml"),
+            opts,
+        )
+        .await
+        .unwrap()
     }
 }
 
 fn fake() -> FakeServer {
     FakeServer::new(FakeConfig {
-        pages: vec![vec![tool("read_file"), tool("list_dir"), tool("write_file")]],
+        pages: vec![vec![
+            tool("read_file"),
+            tool("list_dir"),
+            tool("write_file"),
+        ]],
         ..Default::default()
     })
 }
 
 fn branches(repo: &Path) -> String {
-    let o = Command::new("git").arg("-C").arg(repo).args(["branch", "--list", "agent/*"]).output().unwrap();
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["branch", "--list", "agent/*"])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 fn trace(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[tokio::test]
@@ -119,7 +150,13 @@ async fn scripted_run_creates_worktree_runs_and_cleans_up() {
     assert_eq!(r.rounds, 4);
     // Tool calls reached the server with rendered args, under remote names.
     let calls = fake.calls();
-    assert_eq!(calls[2], ("write_file".to_string(), json!({"path": "NOTES.md", "content": "notes about README.md"})));
+    assert_eq!(
+        calls[2],
+        (
+            "write_file".to_string(),
+            json!({"path": "NOTES.md", "content": "notes about README.md"})
+        )
+    );
     // Worktree and branch are gone; trace persisted.
     assert!(!report.worktree.exists());
     assert!(report.worktree.starts_with(env.repo().join(".worktrees")));
@@ -141,8 +178,14 @@ async fn scripted_run_creates_worktree_runs_and_cleans_up() {
     // ... and after the rounds stopped: final answer, then close, then task_end.
     let final_at = kinds.iter().position(|k| *k == "final").unwrap();
     assert!(final_at < closed, "{kinds:?}");
-    assert_eq!(closed, kinds.len() - 2, "nothing between closing MCP and task_end: {kinds:?}");
-    assert!(!kinds[closed..].iter().any(|k| *k == "tool_call" || *k == "round_start"));
+    assert_eq!(
+        closed,
+        kinds.len() - 2,
+        "nothing between closing MCP and task_end: {kinds:?}"
+    );
+    assert!(!kinds[closed..]
+        .iter()
+        .any(|k| *k == "tool_call" || *k == "round_start"));
 }
 
 #[tokio::test]
@@ -151,12 +194,21 @@ async fn unexpected_tool_error_fails_run_but_still_cleans_up() {
     let fake = fake();
     fake.0.config.lock().unwrap().behaviors.insert(
         "read_file".into(),
-        Behavior::Result(json!({"content": [{"type": "text", "text": "no such file"}], "isError": true})),
+        Behavior::Result(
+            json!({"content": [{"type": "text", "text": "no such file"}], "isError": true}),
+        ),
     );
     let report = env.run(env.opts(&fake)).await;
     let err = report.error.clone().unwrap();
-    assert!(err.contains("step 2") && err.contains("failed unexpectedly"), "{err}");
-    assert_eq!(fake.calls().len(), 2, "the run stopped; write_file never sent");
+    assert!(
+        err.contains("step 2") && err.contains("failed unexpectedly"),
+        "{err}"
+    );
+    assert_eq!(
+        fake.calls().len(),
+        2,
+        "the run stopped; write_file never sent"
+    );
     assert!(!report.worktree.exists());
     assert_eq!(branches(&env.repo()), "");
     let ev = trace(&report.trace_path);
@@ -175,13 +227,25 @@ async fn keep_worktree_and_startup_failure_cleanup() {
     assert!(branches(&env.repo()).contains("agent/demo-task-"));
     // Server missing an allowed tool → discovery error; worktree still removed.
     let env2 = Env::new(TASK);
-    let broken = FakeServer::new(FakeConfig { pages: vec![vec![tool("read_file")]], ..Default::default() });
+    let broken = FakeServer::new(FakeConfig {
+        pages: vec![vec![tool("read_file")]],
+        ..Default::default()
+    });
     let report2 = env2.run(env2.opts(&broken)).await;
-    assert!(report2.error.as_deref().unwrap().contains("missing"), "{:?}", report2.error);
+    assert!(
+        report2.error.as_deref().unwrap().contains("missing"),
+        "{:?}",
+        report2.error
+    );
     assert!(!report2.worktree.exists());
     assert_eq!(branches(&env2.repo()), "");
     // explicit cleanup of the kept one
-    let _ = Command::new("git").arg("-C").arg(env.repo()).args(["worktree", "remove", "--force"]).arg(&report.worktree).status();
+    let _ = Command::new("git")
+        .arg("-C")
+        .arg(env.repo())
+        .args(["worktree", "remove", "--force"])
+        .arg(&report.worktree)
+        .status();
 }
 
 #[tokio::test]
@@ -198,14 +262,19 @@ async fn openai_compatible_provider_round_trip() {
     ];
     let (base, seen) = openai_standin(replies).await;
     let mut opts = env.opts(&fake);
-    opts.provider_override = Some(Arc::new(OpenAiProvider::new(&base, Some("sk-test".into()), "test-model").unwrap()));
+    opts.provider_override = Some(Arc::new(
+        OpenAiProvider::new(&base, Some("sk-test".into()), "test-model").unwrap(),
+    ));
     let report = env.run(opts).await;
     assert!(report.ok(), "{:?}", report.error);
     assert_eq!(report.provider, "openai");
     let r = report.result.unwrap();
     assert_eq!(r.final_message, "All done.");
     assert_eq!(r.tool_calls, 2);
-    assert_eq!(r.tool_errors, 1, "the bad-args call is an error for the model");
+    assert_eq!(
+        r.tool_errors, 1,
+        "the bad-args call is an error for the model"
+    );
     assert_eq!(fake.calls().len(), 1, "bad args were not sent");
 
     let seen = seen.lock().unwrap();
@@ -217,7 +286,10 @@ async fn openai_compatible_provider_round_trip() {
     let tools = first["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 3);
     assert!(tools.iter().all(|t| t["type"] == "function"));
-    let names: Vec<&str> = tools.iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
     assert!(names.contains(&read.as_str()));
     assert!(tools[0]["function"]["parameters"]["type"] == "object");
     assert_eq!(first["messages"][0]["role"], "system");
@@ -227,23 +299,40 @@ async fn openai_compatible_provider_round_trip() {
     let tool_msgs: Vec<&Value> = msgs.iter().filter(|m| m["role"] == "tool").collect();
     assert_eq!(tool_msgs.len(), 2);
     assert_eq!(tool_msgs[0]["tool_call_id"], "call_1");
-    assert_eq!(serde_json::from_str::<Value>(tool_msgs[0]["content"].as_str().unwrap()).unwrap(), json!({"path": "README.md"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(tool_msgs[0]["content"].as_str().unwrap()).unwrap(),
+        json!({"path": "README.md"})
+    );
     assert_eq!(tool_msgs[1]["tool_call_id"], "call_2");
-    assert!(tool_msgs[1]["content"].as_str().unwrap().starts_with("error: invalid arguments"));
-    assert!(msgs.iter().any(|m| m["role"] == "assistant" && m["tool_calls"][0]["id"] == "call_1"));
+    assert!(tool_msgs[1]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("error: invalid arguments"));
+    assert!(msgs
+        .iter()
+        .any(|m| m["role"] == "assistant" && m["tool_calls"][0]["id"] == "call_1"));
 }
 
 #[test]
 fn shipped_policy_and_sample_task_are_valid() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let p = wasm_mcp_harness::policy::Policy::load(&root.join("policy/default.toml")).unwrap();
+    let p = wasm_mcp_harness::run::policy::Policy::load(&root.join("policy/default.toml")).unwrap();
     let ws = p.server("ws").unwrap();
-    assert_eq!(ws.required_tools(), ["read_file", "list_dir", "search", "write_file"]);
-    assert_eq!(ws.tool_policy("write_file").approval, wasm_mcp_harness::policy::Approval::Auto);
-    let t = wasm_mcp_harness::task::TaskFile::load(&root.join("tasks/sample.toml")).unwrap();
+    assert_eq!(
+        ws.required_tools(),
+        ["read_file", "list_dir", "search", "write_file"]
+    );
+    assert_eq!(
+        ws.tool_policy("write_file").approval,
+        wasm_mcp_harness::run::policy::Approval::Auto
+    );
+    let t = wasm_mcp_harness::run::task::TaskFile::load(&root.join("tasks/sample.toml")).unwrap();
     let script = t.scripted.unwrap();
     assert!(script.steps.len() >= 4);
-    assert!(script.steps.iter().all(|s| ws.is_exposed(&s.tool)), "every step uses an allowed tool");
+    assert!(
+        script.steps.iter().all(|s| ws.is_exposed(&s.tool)),
+        "every step uses an allowed tool"
+    );
     assert!(script.steps.iter().any(|s| s.tool == "write_file"));
 }
 
@@ -280,8 +369,15 @@ async fn openai_error_body_with_multibyte_text_is_reported_not_a_panic() {
     let base = http_once("500 Internal Server Error", "€".repeat(3000)).await;
     let p = OpenAiProvider::new(&base, None, "m").unwrap();
     let msgs = [ChatMessage::user("hi")];
-    let catalog = Arc::new(wasm_mcp_harness::catalog::CatalogSnapshot::default());
-    let e = p.complete(ChatRequest { messages: &msgs, tools: &[], catalog }).await.unwrap_err();
+    let catalog = Arc::new(wasm_mcp_harness::tools::catalog::CatalogSnapshot::default());
+    let e = p
+        .complete(ChatRequest {
+            messages: &msgs,
+            tools: &[],
+            catalog,
+        })
+        .await
+        .unwrap_err();
     match e {
         ProviderError::Status { status, body } => {
             assert_eq!(status, 500);
@@ -295,10 +391,23 @@ async fn openai_error_body_with_multibyte_text_is_reported_not_a_panic() {
 async fn openai_transport_error_keeps_its_cause() {
     use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest};
     // A port nobody listens on.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let p = OpenAiProvider::new(&format!("http://{addr}/v1"), None, "m").unwrap();
     let msgs = [ChatMessage::user("hi")];
-    let catalog = Arc::new(wasm_mcp_harness::catalog::CatalogSnapshot::default());
-    let e = p.complete(ChatRequest { messages: &msgs, tools: &[], catalog }).await.unwrap_err();
-    assert!(e.to_string().to_lowercase().contains("refused"), "cause lost: {e}");
+    let catalog = Arc::new(wasm_mcp_harness::tools::catalog::CatalogSnapshot::default());
+    let e = p
+        .complete(ChatRequest {
+            messages: &msgs,
+            tools: &[],
+            catalog,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().to_lowercase().contains("refused"),
+        "cause lost: {e}"
+    );
 }

@@ -46,11 +46,18 @@ impl ComponentCache {
     }
 
     fn entry(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
-        self.dir.as_ref().map(|d| d.join(format!("{digest}-{}.cwasm", engine_key(engine))))
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{digest}-{}.cwasm", engine_key(engine))))
     }
 
     /// Load the component for `bytes` (whose hex SHA-256 is `digest`).
-    pub fn load(&self, engine: &Engine, bytes: &[u8], digest: &str) -> Result<(Component, CacheOutcome)> {
+    pub fn load(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &str,
+    ) -> Result<(Component, CacheOutcome)> {
         let entry = self.entry(engine, digest);
         if let Some(path) = entry.as_ref().filter(|p| p.is_file()) {
             // SAFETY: the cache directory is written only by this program
@@ -60,10 +67,15 @@ impl ComponentCache {
             // fall back to compiling.
             match unsafe { Component::deserialize_file(engine, path) } {
                 Ok(c) => return Ok((c, CacheOutcome::Hit)),
-                Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cache entry: {e:#}"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "ignoring unusable cache entry: {e:#}")
+                }
             }
         }
-        let compiled = engine.precompile_component(bytes).map_err(anyhow::Error::from).context("compiling component")?;
+        let compiled = engine
+            .precompile_component(bytes)
+            .map_err(anyhow::Error::from)
+            .context("compiling component")?;
         // SAFETY: `compiled` was produced by this engine just now.
         let component = unsafe { Component::deserialize(engine, &compiled) }?;
         if let Some(path) = entry {
@@ -78,7 +90,11 @@ impl ComponentCache {
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().context("cache path has no parent")?;
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".tmp-{}-{}", std::process::id(), path.file_name().unwrap().to_string_lossy()));
+    let tmp = dir.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        path.file_name().unwrap().to_string_lossy()
+    ));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)?;
     Ok(())

@@ -55,14 +55,20 @@ fn build_tool(raw: &RawTool, plugin: &Arc<Plugin>) -> Result<CatalogTool> {
         .idempotent(raw.idempotent)
         .open_world(raw.open_world);
     annotations.title = raw.title.clone();
-    let mut tool = Tool::new(raw.name.clone(), description, Arc::new(input_schema)).with_annotations(annotations);
+    let mut tool = Tool::new(raw.name.clone(), description, Arc::new(input_schema))
+        .with_annotations(annotations);
     if let Some(t) = &raw.title {
         tool = tool.with_title(t.clone());
     }
     if let Some(o) = output_schema {
         tool = tool.with_raw_output_schema(Arc::new(o));
     }
-    Ok(CatalogTool { tool, plugin: plugin.clone(), input, output })
+    Ok(CatalogTool {
+        tool,
+        plugin: plugin.clone(),
+        input,
+        output,
+    })
 }
 
 impl Catalog {
@@ -75,7 +81,11 @@ impl Catalog {
             let pname = plugin.path.display().to_string();
             let mut seen_here = std::collections::HashSet::new();
             for raw in &plugin.tools {
-                let reject = |reason: String| Rejection { plugin: pname.clone(), tool: Some(raw.name.clone()), reason };
+                let reject = |reason: String| Rejection {
+                    plugin: pname.clone(),
+                    tool: Some(raw.name.clone()),
+                    reason,
+                };
                 if !seen_here.insert(raw.name.clone()) {
                     rejections.push(reject("declared twice by the same plugin".into()));
                     continue;
@@ -97,7 +107,11 @@ impl Catalog {
                 }
             }
         }
-        Catalog { version, tools, rejections }
+        Catalog {
+            version,
+            tools,
+            rejections,
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&CatalogTool> {
@@ -119,7 +133,13 @@ impl Catalog {
     /// A page of tool definitions starting at `offset`, and the offset of the
     /// next page if any.
     pub fn page(&self, offset: usize, size: usize) -> (Vec<Tool>, Option<usize>) {
-        let page: Vec<Tool> = self.tools.values().skip(offset).take(size).map(|t| t.tool.clone()).collect();
+        let page: Vec<Tool> = self
+            .tools
+            .values()
+            .skip(offset)
+            .take(size)
+            .map(|t| t.tool.clone())
+            .collect();
         let next = offset + page.len();
         (page, (next < self.tools.len()).then_some(next))
     }

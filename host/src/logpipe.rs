@@ -25,7 +25,10 @@ pub struct LogPipe {
 
 impl LogPipe {
     pub fn new(cap: usize) -> Self {
-        LogPipe { cap, inner: Arc::default() }
+        LogPipe {
+            cap,
+            inner: Arc::default(),
+        }
     }
 
     fn push(&self, bytes: &[u8]) {
@@ -81,7 +84,11 @@ impl Pollable for LogPipe {
 }
 
 impl tokio::io::AsyncWrite for LogPipe {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.push(buf);
         Poll::Ready(Ok(buf.len()))
     }

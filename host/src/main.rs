@@ -14,7 +14,11 @@ use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
 use wasm_mcp_host::Limits;
 
 #[derive(Parser)]
-#[command(name = "wasm-mcp", version, about = "MCP server whose tools are sandboxed WASI 0.2 components")]
+#[command(
+    name = "wasm-mcp",
+    version,
+    about = "MCP server whose tools are sandboxed WASI 0.2 components"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -120,12 +124,29 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
         max_concurrency: c.max_concurrency.max(1),
         ..Limits::default()
     };
-    let access = if c.read_only { FsAccess::ReadOnly } else { FsAccess::ReadWrite };
-    let sandbox = Sandbox::new(Some(&c.worktree), access, limits, &EngineOptions {
+    let access = if c.read_only {
+        FsAccess::ReadOnly
+    } else {
+        FsAccess::ReadWrite
+    };
+    let sandbox = Sandbox::new(
+        Some(&c.worktree),
+        access,
+        limits,
+        &EngineOptions {
             pooling: c.allocator == Allocator::Pooling,
-            clocks: if c.clocks == ClockArg::Frozen { Clocks::Frozen } else { Clocks::Real },
-        })?;
-    let cache = ComponentCache::new(if c.no_cache { None } else { c.cache_dir.clone().or_else(default_cache_dir) });
+            clocks: if c.clocks == ClockArg::Frozen {
+                Clocks::Frozen
+            } else {
+                Clocks::Real
+            },
+        },
+    )?;
+    let cache = ComponentCache::new(if c.no_cache {
+        None
+    } else {
+        c.cache_dir.clone().or_else(default_cache_dir)
+    });
     Registry::open(sandbox, cache, &c.plugins, c.allow.clone()).await
 }
 
@@ -134,8 +155,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let catalog = registry.catalog();
     tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "serving on stdio");
     let server = McpServer::new(registry, args.page_size);
-    let watcher = (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
-    let running = server.serve(rmcp::transport::stdio_pipes()).await.context("MCP session failed to start")?;
+    let watcher =
+        (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
+    let running = server
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+        .context("MCP session failed to start")?;
     let reason = running.waiting().await;
     if let Some(w) = watcher {
         w.abort();
@@ -150,35 +175,48 @@ async fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WASM_MCP_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("WASM_MCP_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .init();
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Serve(a) => serve(a).await,
-        Cmd::Tools(c) => async {
-            let reg = open_registry(&c).await?;
-            let tools: Vec<_> = reg.catalog().tools().map(|t| t.tool.clone()).collect();
-            println!("{}", serde_json::to_string_pretty(&tools)?);
-            Ok(())
+        Cmd::Tools(c) => {
+            async {
+                let reg = open_registry(&c).await?;
+                let tools: Vec<_> = reg.catalog().tools().map(|t| t.tool.clone()).collect();
+                println!("{}", serde_json::to_string_pretty(&tools)?);
+                Ok(())
+            }
+            .await
         }
-        .await,
-        Cmd::Call { common, tool, args } => async {
-            let reg = open_registry(&common).await?;
-            let args: serde_json::Value = serde_json::from_str(&args).context("arguments are not valid JSON")?;
-            let catalog = reg.catalog();
-            let outcome = reg.call(&catalog, &tool, args).await.with_context(|| format!("unknown tool {tool}"))?;
-            let (ok, v) = match outcome {
-                Outcome::Ok { value, .. } => (true, value),
-                Outcome::InvalidArguments(m) => (false, serde_json::json!({"invalid_arguments": m})),
-                Outcome::Failed(e) => (false, serde_json::json!({e.kind(): e.to_string()})),
-                Outcome::ContractViolation(m) => (false, serde_json::json!({"contract_violation": m})),
-            };
-            println!("{}", serde_json::to_string_pretty(&v)?);
-            anyhow::ensure!(ok, "call failed");
-            Ok(())
+        Cmd::Call { common, tool, args } => {
+            async {
+                let reg = open_registry(&common).await?;
+                let args: serde_json::Value =
+                    serde_json::from_str(&args).context("arguments are not valid JSON")?;
+                let catalog = reg.catalog();
+                let outcome = reg
+                    .call(&catalog, &tool, args)
+                    .await
+                    .with_context(|| format!("unknown tool {tool}"))?;
+                let (ok, v) = match outcome {
+                    Outcome::Ok { value, .. } => (true, value),
+                    Outcome::InvalidArguments(m) => {
+                        (false, serde_json::json!({"invalid_arguments": m}))
+                    }
+                    Outcome::Failed(e) => (false, serde_json::json!({e.kind(): e.to_string()})),
+                    Outcome::ContractViolation(m) => {
+                        (false, serde_json::json!({"contract_violation": m}))
+                    }
+                };
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                anyhow::ensure!(ok, "call failed");
+                Ok(())
+            }
+            .await
         }
-        .await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

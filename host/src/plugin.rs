@@ -55,9 +55,19 @@ impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CallError::Tool { code, message } => write!(f, "{code}: {message}"),
-            CallError::Timeout { seconds } => write!(f, "tool timed out: exceeded its deadline of {seconds:.1}s and was stopped"),
-            CallError::MemoryLimit { bytes } => write!(f, "tool exceeded its memory limit of {} MiB and was stopped", bytes >> 20),
-            CallError::OutputTooLarge { bytes, cap } => write!(f, "tool output of {bytes} bytes exceeds the cap of {cap} bytes"),
+            CallError::Timeout { seconds } => write!(
+                f,
+                "tool timed out: exceeded its deadline of {seconds:.1}s and was stopped"
+            ),
+            CallError::MemoryLimit { bytes } => write!(
+                f,
+                "tool exceeded its memory limit of {} MiB and was stopped",
+                bytes >> 20
+            ),
+            CallError::OutputTooLarge { bytes, cap } => write!(
+                f,
+                "tool output of {bytes} bytes exceeds the cap of {cap} bytes"
+            ),
             CallError::Trap(m) => write!(f, "tool crashed (trap): {m}"),
             CallError::Host(m) => write!(f, "host error: {m}"),
         }
@@ -90,7 +100,10 @@ pub struct Plugin {
 
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plugin").field("path", &self.path).field("digest", &self.digest).finish()
+        f.debug_struct("Plugin")
+            .field("path", &self.path)
+            .field("digest", &self.digest)
+            .finish()
     }
 }
 
@@ -98,12 +111,21 @@ impl Plugin {
     /// Compile (or load from cache), link and ask the plugin for its tools.
     /// A file that is not a component, or a component that does not export
     /// the tool world, is refused with an error naming the file.
-    pub async fn load(sandbox: &Sandbox, cache: &ComponentCache, path: &Path) -> Result<Arc<Plugin>> {
+    pub async fn load(
+        sandbox: &Sandbox,
+        cache: &ComponentCache,
+        path: &Path,
+    ) -> Result<Arc<Plugin>> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         Self::from_bytes(sandbox, cache, path, &bytes).await
     }
 
-    pub async fn from_bytes(sandbox: &Sandbox, cache: &ComponentCache, path: &Path, bytes: &[u8]) -> Result<Arc<Plugin>> {
+    pub async fn from_bytes(
+        sandbox: &Sandbox,
+        cache: &ComponentCache,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<Arc<Plugin>> {
         let name = path.display();
         if !wasmparser::Parser::is_component(bytes) {
             if wasmparser::Parser::is_core_wasm(bytes) {
@@ -116,7 +138,13 @@ impl Plugin {
             .load(sandbox.engine(), bytes, &digest)
             .with_context(|| format!("{name}: failed to compile"))?;
         let pre = link(sandbox, &component).with_context(|| format!("{name}: cannot be linked"))?;
-        let mut plugin = Plugin { path: path.to_owned(), digest, cache: outcome, pre, tools: Vec::new() };
+        let mut plugin = Plugin {
+            path: path.to_owned(),
+            digest,
+            cache: outcome,
+            pre,
+            tools: Vec::new(),
+        };
         plugin.tools = plugin
             .list_tools(sandbox)
             .await
@@ -152,16 +180,26 @@ impl Plugin {
     /// cost every call pays (used by the benchmarks).
     pub async fn instantiate_only(&self, sandbox: &Sandbox) -> Result<(), CallError> {
         let mut store = fresh_store(sandbox, true)?;
-        self.pre.instantiate_async(&mut store).await.map_err(|e| classify_trap(e, sandbox))?;
+        self.pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| classify_trap(e, sandbox))?;
         Ok(())
     }
 
     /// Run one tool call in a fresh instance. Returns the JSON text result.
-    pub async fn call(&self, sandbox: &Sandbox, tool: &str, args_json: &str) -> Result<String, CallError> {
+    pub async fn call(
+        &self,
+        sandbox: &Sandbox,
+        tool: &str,
+        args_json: &str,
+    ) -> Result<String, CallError> {
         let mut store = fresh_store(sandbox, true)?;
         let result = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
-            inst.wasm_mcp_tool_tool().call_call(&mut store, tool, args_json).await
+            inst.wasm_mcp_tool_tool()
+                .call_call(&mut store, tool, args_json)
+                .await
         }
         .await;
         let (out, dropped_out) = store.data().stdout.take();
@@ -173,11 +211,17 @@ impl Plugin {
             Ok(Ok(text)) => {
                 let cap = sandbox.limits().max_output_bytes;
                 if text.len() > cap {
-                    return Err(CallError::OutputTooLarge { bytes: text.len(), cap });
+                    return Err(CallError::OutputTooLarge {
+                        bytes: text.len(),
+                        cap,
+                    });
                 }
                 Ok(text)
             }
-            Ok(Err(e)) => Err(CallError::Tool { code: error_code_name(e.code).into(), message: e.message }),
+            Ok(Err(e)) => Err(CallError::Tool {
+                code: error_code_name(e.code).into(),
+                message: e.message,
+            }),
             Err(e) => Err(match classify_trap(e, sandbox) {
                 // A panic message on stderr is the most useful part of a trap.
                 CallError::Trap(m) if !err.trim().is_empty() => {
@@ -200,7 +244,9 @@ fn tail(s: &str, max: usize) -> &str {
 
 /// A new store for one call; failing to build one is the host's fault.
 fn fresh_store(sandbox: &Sandbox, with_fs: bool) -> Result<wasmtime::Store<StoreState>, CallError> {
-    sandbox.new_store(with_fs).map_err(|e| CallError::Host(format!("{e:#}")))
+    sandbox
+        .new_store(with_fs)
+        .map_err(|e| CallError::Host(format!("{e:#}")))
 }
 
 fn link(sandbox: &Sandbox, component: &Component) -> Result<ToolPluginPre<StoreState>> {
@@ -224,12 +270,18 @@ fn classify_trap(e: wasmtime::Error, sandbox: &Sandbox) -> CallError {
     let limits = sandbox.limits();
     if let Some(trap) = e.downcast_ref::<Trap>() {
         if *trap == Trap::Interrupt {
-            return CallError::Timeout { seconds: limits.timeout.as_secs_f64() };
+            return CallError::Timeout {
+                seconds: limits.timeout.as_secs_f64(),
+            };
         }
     }
     let text = format!("{e:#}");
-    if text.contains("forcing trap when growing memory") || text.contains("memory allocation") && text.contains("limit") {
-        return CallError::MemoryLimit { bytes: limits.memory_bytes };
+    if text.contains("forcing trap when growing memory")
+        || text.contains("memory allocation") && text.contains("limit")
+    {
+        return CallError::MemoryLimit {
+            bytes: limits.memory_bytes,
+        };
     }
     // The wasm backtrace is noise for the model but useful in the log.
     tracing::debug!("trap detail: {text}");

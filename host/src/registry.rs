@@ -53,18 +53,27 @@ pub struct Registry {
 
 fn scan(dir: &Path) -> Result<Vec<(PathBuf, Stamp)>> {
     let mut out = Vec::new();
-    let rd = std::fs::read_dir(dir).with_context(|| format!("reading plugin dir {}", dir.display()))?;
+    let rd =
+        std::fs::read_dir(dir).with_context(|| format!("reading plugin dir {}", dir.display()))?;
     for entry in rd {
         let entry = entry?;
         let path = entry.path();
         if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
             continue;
         }
-        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
         if !meta.is_file() {
             continue;
         }
-        out.push((path, Stamp { len: meta.len(), modified: meta.modified().ok() }));
+        out.push((
+            path,
+            Stamp {
+                len: meta.len(),
+                modified: meta.modified().ok(),
+            },
+        ));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
@@ -73,8 +82,17 @@ fn scan(dir: &Path) -> Result<Vec<(PathBuf, Stamp)>> {
 impl Registry {
     /// Load every `*.wasm` in `dir`. A plugin that fails to load is logged
     /// and skipped; the others are served.
-    pub async fn open(sandbox: Sandbox, cache: ComponentCache, dir: &Path, allow: Option<Vec<String>>) -> Result<Arc<Self>> {
-        anyhow::ensure!(dir.is_dir(), "plugin dir {} is not a directory", dir.display());
+    pub async fn open(
+        sandbox: Sandbox,
+        cache: ComponentCache,
+        dir: &Path,
+        allow: Option<Vec<String>>,
+    ) -> Result<Arc<Self>> {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "plugin dir {} is not a directory",
+            dir.display()
+        );
         let reg = Arc::new(Registry {
             permits: Semaphore::new(sandbox.limits().max_concurrency),
             sandbox,
@@ -145,7 +163,12 @@ impl Registry {
             }
         }
         let changed = new.fingerprint() != old.fingerprint();
-        tracing::info!(version = new.version, tools = new.len(), changed, "catalog built");
+        tracing::info!(
+            version = new.version,
+            tools = new.len(),
+            changed,
+            "catalog built"
+        );
         *self.catalog.write().unwrap() = Arc::new(new);
         Ok(changed)
     }

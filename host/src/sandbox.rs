@@ -73,7 +73,10 @@ pub struct StoreState {
 
 impl WasiView for StoreState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -92,13 +95,21 @@ pub struct Sandbox {
 impl Sandbox {
     /// `worktree: None` builds stores with no filesystem at all (used to
     /// read plugin metadata).
-    pub fn new(worktree: Option<&Path>, access: FsAccess, limits: Limits, opts: &EngineOptions) -> Result<Self> {
+    pub fn new(
+        worktree: Option<&Path>,
+        access: FsAccess,
+        limits: Limits,
+        opts: &EngineOptions,
+    ) -> Result<Self> {
         let engine = build_engine(&limits, opts)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(anyhow::Error::from).context("adding WASI 0.2 to the linker")?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(anyhow::Error::from)
+            .context("adding WASI 0.2 to the linker")?;
         let worktree = match worktree {
             Some(w) => Some(
-                w.canonicalize().with_context(|| format!("worktree {} is not accessible", w.display()))?,
+                w.canonicalize()
+                    .with_context(|| format!("worktree {} is not accessible", w.display()))?,
             ),
             None => None,
         };
@@ -107,10 +118,20 @@ impl Sandbox {
         }
         let ticker = EpochTicker::start(engine.clone());
         let frozen_at = (opts.clocks == Clocks::Frozen).then(|| {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
             std::time::Duration::from_secs(now.as_secs())
         });
-        Ok(Sandbox { engine, linker, worktree, access, limits, frozen_at, _ticker: ticker })
+        Ok(Sandbox {
+            engine,
+            linker,
+            worktree,
+            access,
+            limits,
+            frozen_at,
+            _ticker: ticker,
+        })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -136,20 +157,25 @@ impl Sandbox {
         let stderr = LogPipe::new(self.limits.max_log_bytes);
         let mut b = WasiCtxBuilder::new();
         b.stdout(stdout.clone()).stderr(stderr.clone());
-        b.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        b.allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
         b.socket_addr_check(|_, _| Box::pin(async { false }));
         // File operations run on the calling thread (which already runs the
         // guest) instead of a spawn_blocking round trip per operation.
         b.allow_blocking_current_thread(true);
         if let Some(at) = self.frozen_at {
-            b.wall_clock(FrozenWall(at)).monotonic_clock(FrozenMonotonic);
+            b.wall_clock(FrozenWall(at))
+                .monotonic_clock(FrozenMonotonic);
         }
         if let (true, Some(w)) = (with_fs, &self.worktree) {
             let perms = match self.access {
                 FsAccess::ReadOnly => FsPerms::ReadOnly,
                 FsAccess::ReadWrite => FsPerms::ReadWrite,
             };
-            b.preopened_dir(w, "/", perms).map_err(anyhow::Error::from).context("preopening the worktree")?;
+            b.preopened_dir(w, "/", perms)
+                .map_err(anyhow::Error::from)
+                .context("preopening the worktree")?;
         }
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
@@ -159,7 +185,13 @@ impl Sandbox {
             .table_elements(1 << 20)
             .trap_on_grow_failure(true)
             .build();
-        let state = StoreState { wasi: b.build(), table: ResourceTable::new(), limits, stdout, stderr };
+        let state = StoreState {
+            wasi: b.build(),
+            table: ResourceTable::new(),
+            limits,
+            stdout,
+            stderr,
+        };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
         // Every epoch tick the guest yields to the async executor (so a
@@ -168,7 +200,11 @@ impl Sandbox {
         let deadline = Instant::now() + self.limits.timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
-            Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+            Ok(if Instant::now() >= deadline {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Yield(1)
+            })
         });
         Ok(store)
     }
@@ -197,7 +233,9 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
             }
         }
     }
-    Engine::new(&cfg).map_err(anyhow::Error::from).context("creating the wasmtime engine")
+    Engine::new(&cfg)
+        .map_err(anyhow::Error::from)
+        .context("creating the wasmtime engine")
 }
 
 /// Background thread that advances the engine's epoch every [`EPOCH_TICK`].

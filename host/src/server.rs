@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -27,7 +27,11 @@ pub struct McpServer {
 
 impl McpServer {
     pub fn new(registry: Arc<Registry>, page_size: usize) -> Self {
-        McpServer { registry, page_size: page_size.max(1), peer: Arc::default() }
+        McpServer {
+            registry,
+            page_size: page_size.max(1),
+            peer: Arc::default(),
+        }
     }
 
     /// Poll the plugin directory every `interval`; on a change, swap in the
@@ -70,9 +74,16 @@ fn error_result(text: String, kind: &str) -> CallToolResult {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
-            .with_server_info(Implementation::new("wasm-mcp", env!("CARGO_PKG_VERSION")))
-            .with_instructions("Tools run as sandboxed WebAssembly components inside this task's worktree.")
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("wasm-mcp", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Tools run as sandboxed WebAssembly components inside this task's worktree.",
+        )
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -114,7 +125,10 @@ impl ServerHandler for McpServer {
         let name = request.name.to_string();
         let args = Value::Object(request.arguments.unwrap_or_default());
         let Some(outcome) = self.registry.call(&catalog, &name, args).await else {
-            return Err(McpError::invalid_params(format!("Unknown tool: {name}"), Some(json!({"name": name}))));
+            return Err(McpError::invalid_params(
+                format!("Unknown tool: {name}"),
+                Some(json!({"name": name})),
+            ));
         };
         let result = match outcome {
             Outcome::Ok { value, text } => {
@@ -122,11 +136,17 @@ impl ServerHandler for McpServer {
                 r.content = vec![ContentBlock::text(text)];
                 r
             }
-            Outcome::InvalidArguments(m) => error_result(format!("invalid arguments for {name}: {m}"), "invalid_arguments"),
+            Outcome::InvalidArguments(m) => error_result(
+                format!("invalid arguments for {name}: {m}"),
+                "invalid_arguments",
+            ),
             Outcome::Failed(e) => error_result(e.to_string(), e.kind()),
             Outcome::ContractViolation(m) => {
                 tracing::warn!(tool = %name, "contract violation: {m}");
-                error_result(format!("tool {name} broke its contract: {m}"), "contract_violation")
+                error_result(
+                    format!("tool {name} broke its contract: {m}"),
+                    "contract_violation",
+                )
             }
         };
         Ok(result.into())

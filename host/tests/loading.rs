@@ -9,7 +9,13 @@ use wasm_mcp_host::sandbox::{EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::Limits;
 
 fn sandbox() -> Sandbox {
-    Sandbox::new(None, FsAccess::ReadOnly, Limits::default(), &EngineOptions::default()).unwrap()
+    Sandbox::new(
+        None,
+        FsAccess::ReadOnly,
+        Limits::default(),
+        &EngineOptions::default(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -21,9 +27,16 @@ fn compiled_components_are_cached_by_content_hash() {
     let digest = sha256_hex(&bytes);
     let (_, first) = cache.load(sb.engine(), &bytes, &digest).unwrap();
     assert_eq!(first, CacheOutcome::Compiled);
-    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(entries.len(), 1, "one cache entry: {entries:?}");
-    assert!(entries[0].file_name().unwrap().to_string_lossy().starts_with(&digest));
+    assert!(entries[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with(&digest));
     let (_, second) = cache.load(sb.engine(), &bytes, &digest).unwrap();
     assert_eq!(second, CacheOutcome::Hit);
     // A corrupt entry is not trusted: it is recompiled (and rewritten).
@@ -34,7 +47,9 @@ fn compiled_components_are_cached_by_content_hash() {
     assert_eq!(fourth, CacheOutcome::Hit);
     // Other bytes, other entry.
     let other = wat::parse_str("(component (core module) (core module))").unwrap();
-    let (_, o) = cache.load(sb.engine(), &other, &sha256_hex(&other)).unwrap();
+    let (_, o) = cache
+        .load(sb.engine(), &other, &sha256_hex(&other))
+        .unwrap();
     assert_eq!(o, CacheOutcome::Compiled);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
@@ -44,12 +59,26 @@ async fn non_components_and_wrong_worlds_are_refused_with_the_file_name() {
     let sb = sandbox();
     let cache = ComponentCache::new(None);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("garbage.wasm", b"definitely not wasm".to_vec(), "not a WebAssembly component"),
-        ("core.wasm", wat::parse_str("(module)").unwrap(), "core wasm module, not a component"),
-        ("empty-world.wasm", wat::parse_str("(component)").unwrap(), "cannot be linked"),
+        (
+            "garbage.wasm",
+            b"definitely not wasm".to_vec(),
+            "not a WebAssembly component",
+        ),
+        (
+            "core.wasm",
+            wat::parse_str("(module)").unwrap(),
+            "core wasm module, not a component",
+        ),
+        (
+            "empty-world.wasm",
+            wat::parse_str("(component)").unwrap(),
+            "cannot be linked",
+        ),
     ];
     for (name, bytes, want) in cases {
-        let err = Plugin::from_bytes(&sb, &cache, Path::new(name), &bytes).await.unwrap_err();
+        let err = Plugin::from_bytes(&sb, &cache, Path::new(name), &bytes)
+            .await
+            .unwrap_err();
         let msg = format!("{err:#}");
         assert!(msg.contains(name) && msg.contains(want), "{name}: {msg}");
     }

@@ -13,7 +13,10 @@ const MAX_REPORTED_ERRORS: usize = 5;
 
 /// `[A-Za-z0-9_-]{1,64}`.
 pub fn valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Cap a description at [`MAX_DESCRIPTION`] chars.
@@ -23,8 +26,11 @@ pub fn cap_description(d: &str) -> String {
 
 /// Parse schema text that must be a JSON object with `"type": "object"`.
 pub fn parse_object_schema(text: &str, what: &str) -> Result<Map<String, Value>> {
-    let v: Value = serde_json::from_str(text).with_context(|| format!("{what} is not valid JSON"))?;
-    let Value::Object(obj) = v else { bail!("{what} is not a JSON object") };
+    let v: Value =
+        serde_json::from_str(text).with_context(|| format!("{what} is not valid JSON"))?;
+    let Value::Object(obj) = v else {
+        bail!("{what} is not a JSON object")
+    };
     if obj.get("type") != Some(&Value::String("object".into())) {
         bail!("{what} must have \"type\": \"object\" at the top level");
     }
@@ -33,13 +39,17 @@ pub fn parse_object_schema(text: &str, what: &str) -> Result<Map<String, Value>>
 
 /// Compile a JSON Schema (no remote references are resolved).
 pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema::Validator> {
-    jsonschema::validator_for(&Value::Object(obj.clone())).map_err(|e| anyhow::anyhow!("{what} is not a valid JSON Schema: {e}"))
+    jsonschema::validator_for(&Value::Object(obj.clone()))
+        .map_err(|e| anyhow::anyhow!("{what} is not a valid JSON Schema: {e}"))
 }
 
 /// Validate `value`; on failure, up to five errors with their JSON pointers.
 pub fn validate(schema: &jsonschema::Validator, value: &Value) -> Result<(), String> {
-    let errors: Vec<String> =
-        schema.iter_errors(value).take(MAX_REPORTED_ERRORS).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    let errors: Vec<String> = schema
+        .iter_errors(value)
+        .take(MAX_REPORTED_ERRORS)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
     if errors.is_empty() {
         Ok(())
     } else {
@@ -55,7 +65,9 @@ pub fn check_result(text: &str, output: Option<&jsonschema::Validator>) -> Resul
         Ok(v @ Value::Object(_)) => match output {
             Some(schema) => match validate(schema, &v) {
                 Ok(()) => Ok(v),
-                Err(e) => Err(format!("result does not match the tool's outputSchema: {e}")),
+                Err(e) => Err(format!(
+                    "result does not match the tool's outputSchema: {e}"
+                )),
             },
             None => Ok(v),
         },
@@ -76,7 +88,9 @@ pub fn decode_cursor(cursor: &str) -> Option<(u64, usize)> {
     if cursor.len() > 128 {
         return None;
     }
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
     let text = String::from_utf8(raw).ok()?;
     let mut parts = text.split(':');
     if parts.next()? != "v1" {
@@ -119,9 +133,16 @@ mod tests {
         assert!(parse_object_schema(r#"{"properties":{}}"#, "s").is_err());
         assert!(parse_object_schema(r#"[1]"#, "s").is_err());
         assert!(parse_object_schema(r#"{"type":"object""#, "s").is_err());
-        let bad = parse_object_schema(r#"{"type":"object","properties":{"a":{"type":"nope"}}}"#, "s").unwrap();
+        let bad = parse_object_schema(
+            r#"{"type":"object","properties":{"a":{"type":"nope"}}}"#,
+            "s",
+        )
+        .unwrap();
         assert!(compile_schema(&bad, "s").is_err());
-        assert_eq!(cap_description(&"é".repeat(3000)).chars().count(), MAX_DESCRIPTION);
+        assert_eq!(
+            cap_description(&"é".repeat(3000)).chars().count(),
+            MAX_DESCRIPTION
+        );
     }
 
     #[test]
@@ -135,11 +156,25 @@ mod tests {
         assert!(validate(&v, &json!({"n": 3})).is_ok());
         let e = validate(&v, &json!({"n": 0, "extra": 1})).unwrap_err();
         assert!(e.contains("/n") && e.contains("extra"), "{e}");
-        assert!(validate(&v, &json!({})).unwrap_err().contains("\"n\" is a required property"));
-        assert_eq!(check_result(r#"{"n":2}"#, Some(&v)).unwrap(), json!({"n": 2}));
-        assert!(check_result(r#"{"n":"x"}"#, Some(&v)).unwrap_err().contains("outputSchema"));
-        assert!(check_result("[1]", None).unwrap_err().contains("not a JSON object"));
-        assert!(check_result("{", None).unwrap_err().contains("not valid JSON"));
-        assert_eq!(check_result(r#"{"any":true}"#, None).unwrap(), json!({"any": true}));
+        assert!(validate(&v, &json!({}))
+            .unwrap_err()
+            .contains("\"n\" is a required property"));
+        assert_eq!(
+            check_result(r#"{"n":2}"#, Some(&v)).unwrap(),
+            json!({"n": 2})
+        );
+        assert!(check_result(r#"{"n":"x"}"#, Some(&v))
+            .unwrap_err()
+            .contains("outputSchema"));
+        assert!(check_result("[1]", None)
+            .unwrap_err()
+            .contains("not a JSON object"));
+        assert!(check_result("{", None)
+            .unwrap_err()
+            .contains("not valid JSON"));
+        assert_eq!(
+            check_result(r#"{"any":true}"#, None).unwrap(),
+            json!({"any": true})
+        );
     }
 }

@@ -13,7 +13,10 @@ use serde_json::{json, Value};
 
 /// Root of the repository.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf() // host/ -> repo
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf() // host/ -> repo
 }
 
 /// The server binary built by cargo next to the test executables.
@@ -24,7 +27,11 @@ pub fn server_bin() -> PathBuf {
 /// A built plugin component under dist/.
 pub fn plugin(rel: &str) -> PathBuf {
     let p = repo_root().join("dist").join(rel);
-    assert!(p.is_file(), "{} not found: build the plugins with `just plugins`", p.display());
+    assert!(
+        p.is_file(),
+        "{} not found: build the plugins with `just plugins`",
+        p.display()
+    );
     p
 }
 
@@ -45,8 +52,17 @@ pub fn plugin_dir(files: &[&str]) -> tempfile::TempDir {
 
 /// Run git in `repo`; panics with git's stderr on failure.
 pub fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(repo).args(args).output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -58,17 +74,43 @@ pub fn sample_repo() -> tempfile::TempDir {
     std::fs::write(repo.join("Cargo.toml"), "[workspace]\nmembers = [\"a\"]\n").unwrap();
     std::fs::write(repo.join("README.md"), "# sample\nA workspace for tests.\n").unwrap();
     git(repo, &["add", "."]);
-    git(repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]);
+    git(
+        repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
     dir
 }
 
 /// A harness policy with one server `ws` running the real `wasm-mcp` on
 /// `plugins` (plus `extra_args`), exposing `tools`, all auto-approved;
 /// `read_only` tools are also marked idempotent. Written to `dir/policy.toml`.
-pub fn write_policy(dir: &Path, plugins: &Path, extra_args: &[&str], tools: &[&str], read_only: &[&str], timeout_ms: u64) -> PathBuf {
-    let quote = |v: &[&str]| v.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(", ");
+pub fn write_policy(
+    dir: &Path,
+    plugins: &Path,
+    extra_args: &[&str],
+    tools: &[&str],
+    read_only: &[&str],
+    timeout_ms: u64,
+) -> PathBuf {
+    let quote = |v: &[&str]| {
+        v.iter()
+            .map(|a| format!("{a:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut args = vec!["serve", "--worktree", "{worktree}", "--plugins"];
-    let (plugins, cache) = (plugins.display().to_string(), cache_dir().display().to_string());
+    let (plugins, cache) = (
+        plugins.display().to_string(),
+        cache_dir().display().to_string(),
+    );
     args.extend([plugins.as_str(), "--cache-dir", cache.as_str()]);
     args.extend(extra_args);
     let mut text = format!(
@@ -162,7 +204,14 @@ impl Server {
             }
         });
         let stdin = child.stdin.take();
-        Server { child, stdin, lines: rx, next_id: 1, notifications: Vec::new(), garbage: Vec::new() }
+        Server {
+            child,
+            stdin,
+            lines: rx,
+            next_id: 1,
+            notifications: Vec::new(),
+            garbage: Vec::new(),
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -207,7 +256,8 @@ impl Server {
         self.next_id += 1;
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send_raw(&msg.to_string());
-        self.wait_response(id, READ_TIMEOUT).unwrap_or_else(|| panic!("no response to {method} (id {id})"))
+        self.wait_response(id, READ_TIMEOUT)
+            .unwrap_or_else(|| panic!("no response to {method} (id {id})"))
     }
 
     /// Next message of any kind, or None on timeout/EOF.
@@ -220,7 +270,9 @@ impl Server {
                     Ok(v) => return Some(v),
                     Err(_) => self.garbage.push(line),
                 },
-                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return None,
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
+                    return None
+                }
             }
         }
     }
@@ -239,7 +291,11 @@ impl Server {
 
     /// Wait for a notification with this method.
     pub fn wait_notification(&mut self, method: &str, timeout: Duration) -> Option<Value> {
-        if let Some(i) = self.notifications.iter().position(|n| n["method"] == method) {
+        if let Some(i) = self
+            .notifications
+            .iter()
+            .position(|n| n["method"] == method)
+        {
             return Some(self.notifications.remove(i));
         }
         let deadline = Instant::now() + timeout;
@@ -273,7 +329,13 @@ impl Server {
             };
             let r = self.request("tools/list", params);
             let res = &r["result"];
-            tools.extend(res["tools"].as_array().expect("tools array").iter().cloned());
+            tools.extend(
+                res["tools"]
+                    .as_array()
+                    .expect("tools array")
+                    .iter()
+                    .cloned(),
+            );
             match res.get("nextCursor").and_then(|c| c.as_str()) {
                 Some(c) => cursor = Some(c.to_string()),
                 None => return tools,
@@ -287,7 +349,8 @@ impl Server {
         let id = self.next_id;
         self.next_id += 1;
         self.send_raw(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}).to_string());
-        self.wait_response(id, Duration::from_secs(20)).is_some_and(|r| r.get("result").is_some())
+        self.wait_response(id, Duration::from_secs(20))
+            .is_some_and(|r| r.get("result").is_some())
     }
 
     /// Close stdin and wait for a clean exit.
@@ -296,7 +359,11 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
-                assert!(self.garbage.is_empty(), "non-JSON lines on stdout: {:?}", self.garbage);
+                assert!(
+                    self.garbage.is_empty(),
+                    "non-JSON lines on stdout: {:?}",
+                    self.garbage
+                );
                 return st;
             }
             if Instant::now() > deadline {
@@ -317,7 +384,10 @@ impl Drop for Server {
 
 /// The text of the first content block of a tool result.
 pub fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 pub fn is_error(result: &Value) -> bool {

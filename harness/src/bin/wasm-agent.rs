@@ -3,11 +3,14 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use wasm_mcp_harness::task::ProviderChoice;
+use wasm_mcp_harness::run::task::ProviderChoice;
 use wasm_mcp_harness::{run_task, RunOptions};
 
 #[derive(Parser)]
-#[command(name = "wasm-agent", about = "Run agent tasks against policy-configured MCP servers")]
+#[command(
+    name = "wasm-agent",
+    about = "Run agent tasks against policy-configured MCP servers"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -51,7 +54,14 @@ async fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::RunTask { policy, task, provider, keep_worktree, out_dir, quiet } => {
+        Cmd::RunTask {
+            policy,
+            task,
+            provider,
+            keep_worktree,
+            out_dir,
+            quiet,
+        } => {
             let opts = RunOptions {
                 provider: match provider {
                     None => ProviderChoice::Auto,
@@ -69,11 +79,17 @@ async fn main() -> std::process::ExitCode {
                             print!("{t}");
                         }
                     }
-                    eprintln!("run {} ({}): {}", report.run_id, report.provider,
-                        if report.ok() { "ok" } else { "FAILED" });
+                    eprintln!(
+                        "run {} ({}): {}",
+                        report.run_id,
+                        report.provider,
+                        if report.ok() { "ok" } else { "FAILED" }
+                    );
                     if let Some(r) = &report.result {
-                        eprintln!("rounds={} tool_calls={} tool_errors={} contract_violations={}",
-                            r.rounds, r.tool_calls, r.tool_errors, r.contract_violations);
+                        eprintln!(
+                            "rounds={} tool_calls={} tool_errors={} contract_violations={}",
+                            r.rounds, r.tool_calls, r.tool_errors, r.contract_violations
+                        );
                         eprintln!("final: {}", r.final_message);
                     }
                     if let Some(e) = &report.error {
@@ -81,9 +97,17 @@ async fn main() -> std::process::ExitCode {
                     }
                     eprintln!("trace: {}", report.trace_path.display());
                     if report.worktree_kept {
-                        eprintln!("worktree kept: {} (branch {})", report.worktree.display(), report.branch);
+                        eprintln!(
+                            "worktree kept: {} (branch {})",
+                            report.worktree.display(),
+                            report.branch
+                        );
                     }
-                    if report.ok() { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE }
+                    if report.ok() {
+                        std::process::ExitCode::SUCCESS
+                    } else {
+                        std::process::ExitCode::FAILURE
+                    }
                 }
                 Err(e) => {
                     eprintln!("error: {e:#}");

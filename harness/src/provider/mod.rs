@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::CatalogSnapshot;
-use crate::registry::ToolDef;
+use crate::tools::catalog::CatalogSnapshot;
+use crate::tools::registry::ToolDef;
 use crate::BoxFut;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -46,10 +46,18 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn system(text: &str) -> Self {
-        Self { role: "system".into(), content: Some(text.into()), ..Default::default() }
+        Self {
+            role: "system".into(),
+            content: Some(text.into()),
+            ..Default::default()
+        }
     }
     pub fn user(text: &str) -> Self {
-        Self { role: "user".into(), content: Some(text.into()), ..Default::default() }
+        Self {
+            role: "user".into(),
+            content: Some(text.into()),
+            ..Default::default()
+        }
     }
     pub fn tool(call_id: &str, text: &str) -> Self {
         Self {
@@ -86,5 +94,8 @@ pub enum ProviderError {
 pub trait ChatProvider: Send + Sync {
     fn name(&self) -> &str;
     /// Returns the assistant message (content and/or tool_calls).
-    fn complete<'a>(&'a self, req: ChatRequest<'a>) -> BoxFut<'a, Result<ChatMessage, ProviderError>>;
+    fn complete<'a>(
+        &'a self,
+        req: ChatRequest<'a>,
+    ) -> BoxFut<'a, Result<ChatMessage, ProviderError>>;
 }

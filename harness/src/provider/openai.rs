@@ -30,13 +30,20 @@ fn with_causes(e: &dyn std::error::Error) -> String {
 /// Read the body, refusing more than [`MAX_RESPONSE_BYTES`].
 async fn read_body(mut resp: reqwest::Response) -> Result<String, ProviderError> {
     let http = |e: reqwest::Error| ProviderError::Http(with_causes(&e));
-    if resp.content_length().is_some_and(|n| n > MAX_RESPONSE_BYTES as u64) {
-        return Err(ProviderError::Malformed(format!("response body larger than {MAX_RESPONSE_BYTES} bytes")));
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+    {
+        return Err(ProviderError::Malformed(format!(
+            "response body larger than {MAX_RESPONSE_BYTES} bytes"
+        )));
     }
     let mut buf = Vec::new();
     while let Some(chunk) = resp.chunk().await.map_err(http)? {
         if buf.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err(ProviderError::Malformed(format!("response body larger than {MAX_RESPONSE_BYTES} bytes")));
+            return Err(ProviderError::Malformed(format!(
+                "response body larger than {MAX_RESPONSE_BYTES} bytes"
+            )));
         }
         buf.extend_from_slice(&chunk);
     }
@@ -51,7 +58,11 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    pub fn new(base_url: &str, api_key: Option<String>, model: &str) -> Result<Self, ProviderError> {
+    pub fn new(
+        base_url: &str,
+        api_key: Option<String>,
+        model: &str,
+    ) -> Result<Self, ProviderError> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(300))
             .build()
@@ -102,22 +113,32 @@ impl ChatProvider for OpenAiProvider {
         "openai"
     }
 
-    fn complete<'a>(&'a self, req: ChatRequest<'a>) -> BoxFut<'a, Result<ChatMessage, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        req: ChatRequest<'a>,
+    ) -> BoxFut<'a, Result<ChatMessage, ProviderError>> {
         Box::pin(async move {
             let url = format!("{}/chat/completions", self.base_url);
             let mut rb = self.http.post(&url).json(&self.body(&req));
             if let Some(k) = &self.api_key {
                 rb = rb.bearer_auth(k);
             }
-            let resp = rb.send().await.map_err(|e| ProviderError::Http(with_causes(&e)))?;
+            let resp = rb
+                .send()
+                .await
+                .map_err(|e| ProviderError::Http(with_causes(&e)))?;
             let status = resp.status();
             let text = read_body(resp).await?;
             if !status.is_success() {
                 // By chars: a byte cut could split a UTF-8 sequence (and panic).
                 let body = text.chars().take(MAX_ERROR_BODY_CHARS).collect();
-                return Err(ProviderError::Status { status: status.as_u16(), body });
+                return Err(ProviderError::Status {
+                    status: status.as_u16(),
+                    body,
+                });
             }
-            let v: Value = serde_json::from_str(&text).map_err(|e| ProviderError::Malformed(e.to_string()))?;
+            let v: Value =
+                serde_json::from_str(&text).map_err(|e| ProviderError::Malformed(e.to_string()))?;
             let msg = v
                 .pointer("/choices/0/message")
                 .cloned()

@@ -87,7 +87,10 @@ impl ScriptedProvider {
         let mut values: HashMap<String, Value> = HashMap::new();
         for (i, text) in &results {
             let Some(step) = self.script.steps.get(*i) else {
-                return Err(ProviderError::Script { step: *i + 1, message: "result for unknown step".into() });
+                return Err(ProviderError::Script {
+                    step: *i + 1,
+                    message: "result for unknown step".into(),
+                });
             };
             let is_error = text.starts_with("error:");
             if is_error != step.expect_error {
@@ -113,19 +116,38 @@ impl ScriptedProvider {
         }
         let idx = results.iter().map(|(i, _)| i + 1).max().unwrap_or(0);
         if idx != results.len() {
-            return Err(ProviderError::Script { step: idx, message: "steps ran out of order".into() });
+            return Err(ProviderError::Script {
+                step: idx,
+                message: "steps ran out of order".into(),
+            });
         }
         if idx >= self.script.steps.len() {
-            let text = render_str(&self.script.final_message, &values)
-                .map_err(|m| ProviderError::Script { step: idx + 1, message: m })?;
-            return Ok(ChatMessage { role: "assistant".into(), content: Some(text), ..Default::default() });
+            let text = render_str(&self.script.final_message, &values).map_err(|m| {
+                ProviderError::Script {
+                    step: idx + 1,
+                    message: m,
+                }
+            })?;
+            return Ok(ChatMessage {
+                role: "assistant".into(),
+                content: Some(text),
+                ..Default::default()
+            });
         }
         let step = &self.script.steps[idx];
-        let err = |message: String| ProviderError::Script { step: idx + 1, message };
+        let err = |message: String| ProviderError::Script {
+            step: idx + 1,
+            message,
+        };
         let local = req
             .catalog
             .local_for(step.server.as_deref(), &step.tool)
-            .ok_or_else(|| err(format!("tool `{}` is not in the catalog (or is ambiguous)", step.tool)))?;
+            .ok_or_else(|| {
+                err(format!(
+                    "tool `{}` is not in the catalog (or is ambiguous)",
+                    step.tool
+                ))
+            })?;
         if !req.tools.iter().any(|t| t.name == local) {
             return Err(err(format!("tool `{local}` is not offered this round")));
         }
@@ -136,7 +158,10 @@ impl ScriptedProvider {
             tool_calls: Some(vec![ToolCall {
                 id: format!("{ID_PREFIX}{idx}"),
                 kind: "function".into(),
-                function: FunctionCall { name: local.to_string(), arguments: args.to_string() },
+                function: FunctionCall {
+                    name: local.to_string(),
+                    arguments: args.to_string(),
+                },
             }]),
             tool_call_id: None,
         })
@@ -148,7 +173,10 @@ impl ChatProvider for ScriptedProvider {
         "scripted"
     }
 
-    fn complete<'a>(&'a self, req: ChatRequest<'a>) -> BoxFut<'a, Result<ChatMessage, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        req: ChatRequest<'a>,
+    ) -> BoxFut<'a, Result<ChatMessage, ProviderError>> {
         let r = self.next(&req);
         Box::pin(std::future::ready(r))
     }
@@ -157,7 +185,11 @@ impl ChatProvider for ScriptedProvider {
 fn render(v: &Value, vals: &HashMap<String, Value>) -> Result<Value, String> {
     Ok(match v {
         Value::String(s) => Value::String(render_str(s, vals)?),
-        Value::Array(a) => Value::Array(a.iter().map(|x| render(x, vals)).collect::<Result<_, _>>()?),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|x| render(x, vals))
+                .collect::<Result<_, _>>()?,
+        ),
         Value::Object(o) => Value::Object(
             o.iter()
                 .map(|(k, x)| Ok((k.clone(), render(x, vals)?)))
@@ -173,9 +205,12 @@ fn render_str(s: &str, vals: &HashMap<String, Value>) -> Result<String, String> 
     while let Some(i) = rest.find("{{") {
         out.push_str(&rest[..i]);
         let tail = &rest[i + 2..];
-        let end = tail.find("}}").ok_or_else(|| format!("unterminated template in {s:?}"))?;
+        let end = tail
+            .find("}}")
+            .ok_or_else(|| format!("unterminated template in {s:?}"))?;
         let expr = tail[..end].trim();
-        let v = lookup(expr, vals).ok_or_else(|| format!("template `{{{{{expr}}}}}` does not resolve"))?;
+        let v = lookup(expr, vals)
+            .ok_or_else(|| format!("template `{{{{{expr}}}}}` does not resolve"))?;
         match v {
             Value::String(t) => out.push_str(&t),
             other => out.push_str(&other.to_string()),
@@ -210,10 +245,23 @@ mod tests {
     #[test]
     fn templates() {
         let mut vals = HashMap::new();
-        vals.insert("ls".to_string(), json!({"entries": [{"name": "a"}, {"name": "b"}], "n": 2}));
-        assert_eq!(render_str("{{ls.entries.len}} / {{ls.entries.1.name}} / {{ls.n}}", &vals).unwrap(), "2 / b / 2");
+        vals.insert(
+            "ls".to_string(),
+            json!({"entries": [{"name": "a"}, {"name": "b"}], "n": 2}),
+        );
+        assert_eq!(
+            render_str(
+                "{{ls.entries.len}} / {{ls.entries.1.name}} / {{ls.n}}",
+                &vals
+            )
+            .unwrap(),
+            "2 / b / 2"
+        );
         assert!(render_str("{{ls.nope}}", &vals).is_err());
         assert!(render_str("{{other.x}}", &vals).is_err());
-        assert_eq!(render(&json!({"p": ["{{ls.entries.0.name}}"]}), &vals).unwrap(), json!({"p": ["a"]}));
+        assert_eq!(
+            render(&json!({"p": ["{{ls.entries.0.name}}"]}), &vals).unwrap(),
+            json!({"p": ["a"]})
+        );
     }
 }

@@ -44,7 +44,9 @@ fn parse_args(args: &[String]) -> Result<Args> {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--adapter" => {
-                let v = it.next().context("--adapter needs a value (reactor|command)")?;
+                let v = it
+                    .next()
+                    .context("--adapter needs a value (reactor|command)")?;
                 adapter = parse_adapter(v)?;
             }
             s if s.starts_with("--adapter=") => adapter = parse_adapter(&s["--adapter=".len()..])?,
@@ -57,7 +59,12 @@ fn parse_args(args: &[String]) -> Result<Args> {
     let [input, output]: [PathBuf; 2] = pos
         .try_into()
         .map_err(|_| anyhow::anyhow!("expected exactly two paths\n{USAGE}"))?;
-    Ok(Args { input, output, adapter, list_imports })
+    Ok(Args {
+        input,
+        output,
+        adapter,
+        list_imports,
+    })
 }
 
 fn parse_adapter(v: &str) -> Result<Adapter> {
@@ -98,9 +105,9 @@ fn item_names(resolve: &Resolve, items: &[(&WorldKey, &WorldItem)]) -> Vec<Strin
     items
         .iter()
         .map(|(key, item)| match (key, item) {
-            (WorldKey::Interface(id), _) => {
-                resolve.id_of(*id).unwrap_or_else(|| resolve.name_world_key(key))
-            }
+            (WorldKey::Interface(id), _) => resolve
+                .id_of(*id)
+                .unwrap_or_else(|| resolve.name_world_key(key)),
             (WorldKey::Name(n), WorldItem::Function(_)) => format!("func {n}"),
             (WorldKey::Name(n), WorldItem::Interface { id, .. }) => {
                 resolve.id_of(*id).unwrap_or_else(|| n.clone())
@@ -113,7 +120,8 @@ fn item_names(resolve: &Resolve, items: &[(&WorldKey, &WorldItem)]) -> Vec<Strin
 /// Validates `component` and checks it exports [`TOOL_INTERFACE`].
 fn check_component(component: &[u8]) -> Result<Summary> {
     let mut v = wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::default());
-    v.validate_all(component).context("the component does not validate")?;
+    v.validate_all(component)
+        .context("the component does not validate")?;
     let decoded = wit_component::decode(component).context("cannot decode the component's WIT")?;
     let (resolve, world) = match decoded {
         DecodedWasm::Component(r, w) => (r, w),
@@ -213,7 +221,10 @@ mod tests {
     #[test]
     fn refuses_non_wasm_input() {
         let err = componentize(b"#!/bin/sh\necho hi\n", Adapter::Reactor).unwrap_err();
-        assert!(format!("{err:#}").contains("not a WebAssembly binary"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("not a WebAssembly binary"),
+            "{err:#}"
+        );
     }
 
     #[test]

@@ -33,7 +33,10 @@ impl Trace {
         let mut ev = self.events.lock().unwrap();
         let mut obj = Map::new();
         obj.insert("seq".into(), json!(ev.len()));
-        obj.insert("t_ms".into(), json!(self.start.elapsed().as_millis() as u64));
+        obj.insert(
+            "t_ms".into(),
+            json!(self.start.elapsed().as_millis() as u64),
+        );
         obj.insert("kind".into(), json!(kind));
         match data {
             Value::Object(m) => obj.extend(m),

@@ -340,7 +340,9 @@ impl Policy {
             path: path.to_owned(),
             source,
         })?;
-        let parsed = if path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{') {
+        let parsed = if path.extension().is_some_and(|e| e == "json")
+            || text.trim_start().starts_with('{')
+        {
             Self::from_json(&text)
         } else {
             Self::from_toml(&text)
@@ -352,7 +354,8 @@ impl Policy {
     }
 
     pub fn from_toml(text: &str) -> Result<Self, PolicyError> {
-        let raw: TomlPolicy = toml::from_str(text).map_err(|e| PolicyError::Syntax(e.to_string()))?;
+        let raw: TomlPolicy =
+            toml::from_str(text).map_err(|e| PolicyError::Syntax(e.to_string()))?;
         Self::build(raw.servers, raw.approver, raw.max_rounds)
     }
 
@@ -398,7 +401,10 @@ impl Policy {
         for s in &servers {
             s.validate()?;
             if !ids.insert(s.id.clone()) {
-                return Err(PolicyError::Global(format!("duplicate server id `{}`", s.id)));
+                return Err(PolicyError::Global(format!(
+                    "duplicate server id `{}`",
+                    s.id
+                )));
             }
         }
         if approver.mode != "non-interactive" {
@@ -510,7 +516,13 @@ approval = "auto"
         assert_eq!(spec.program, PathBuf::from("/repo/target/debug/wasm-mcp"));
         assert_eq!(
             spec.args,
-            ["serve", "--worktree", "/repo/.worktrees/t1", "--plugins", "/repo/dist/plugins"]
+            [
+                "serve",
+                "--worktree",
+                "/repo/.worktrees/t1",
+                "--plugins",
+                "/repo/dist/plugins"
+            ]
         );
         assert_eq!(spec.cwd, PathBuf::from("/repo/.worktrees/t1"));
         // Only listed env plus HOME.
@@ -531,7 +543,11 @@ approval = "auto"
         assert!(!s.is_exposed("list_dir"), "unlisted is never exposed");
         assert_eq!(s.required_tools(), ["read_file", "write_file"]);
         assert_eq!(s.tool_policy("write_file").approval, Approval::Auto);
-        assert_eq!(s.tool_policy("read_file").approval, Approval::Ask, "default is ask");
+        assert_eq!(
+            s.tool_policy("read_file").approval,
+            Approval::Ask,
+            "default is ask"
+        );
     }
 
     #[test]
@@ -567,9 +583,14 @@ approval = "auto"
             Err(PolicyError::UnknownPlaceholder(p)) if p == "home"
         ));
         let typo = TOML.replace("allowed_tools", "allowed_tool");
-        assert!(matches!(Policy::from_toml(&typo), Err(PolicyError::Syntax(_))));
+        assert!(matches!(
+            Policy::from_toml(&typo),
+            Err(PolicyError::Syntax(_))
+        ));
         let dup = format!("{TOML}\n[[servers]]\nid = \"ws\"\ncommand = \"x\"\nargs = [\"--worktree\", \"{{worktree}}\"]\n");
-        assert!(matches!(Policy::from_toml(&dup), Err(PolicyError::Global(m)) if m.contains("duplicate")));
+        assert!(
+            matches!(Policy::from_toml(&dup), Err(PolicyError::Global(m)) if m.contains("duplicate"))
+        );
         let sse = r#"{"mcpServers": {"x": {"type": "sse", "command": "c", "args": ["--worktree", "{worktree}"]}}}"#;
         assert!(Policy::from_json(sse).is_err());
         assert!(matches!(
@@ -593,19 +614,33 @@ approval = "auto"
     fn load_errors_name_the_file_and_field() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("bad-policy.toml");
-        std::fs::write(&path, TOML.replace("request_timeout_ms = 1500", "request_timeout_ms = \"soon\"")).unwrap();
+        std::fs::write(
+            &path,
+            TOML.replace("request_timeout_ms = 1500", "request_timeout_ms = \"soon\""),
+        )
+        .unwrap();
         let msg = Policy::load(&path).unwrap_err().to_string();
         assert!(msg.contains("bad-policy.toml"), "{msg}");
         assert!(msg.contains("request_timeout_ms"), "{msg}");
         let path = d.path().join("bad-policy.json");
-        std::fs::write(&path, r#"{"mcpServers": {"ws": {"command": "c", "args": []}}}"#).unwrap();
+        std::fs::write(
+            &path,
+            r#"{"mcpServers": {"ws": {"command": "c", "args": []}}}"#,
+        )
+        .unwrap();
         let msg = Policy::load(&path).unwrap_err().to_string();
-        assert!(msg.contains("bad-policy.json") && msg.contains("--worktree"), "{msg}");
+        assert!(
+            msg.contains("bad-policy.json") && msg.contains("--worktree"),
+            "{msg}"
+        );
     }
 
     #[test]
     fn placeholder_escapes() {
         assert_eq!(ph().expand("{{x}} {repo}").unwrap(), "{x} /repo");
-        assert!(matches!(ph().expand("{repo"), Err(PolicyError::Unterminated(_))));
+        assert!(matches!(
+            ph().expand("{repo"),
+            Err(PolicyError::Unterminated(_))
+        ));
     }
 }

@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::adapter::{specs_from_catalog, ArtifactStore};
-use crate::catalog::{Catalog, CatalogSnapshot};
-use crate::connection::{ConnState, ConnectError, Connection, ConnectionHandle, Connector};
-use crate::discovery::{discover, DiscoveredTool, DiscoveryError};
-use crate::naming::NameCollision;
-use crate::policy::Policy;
-use crate::registry::ToolRegistry;
-use crate::trace::Trace;
+use crate::mcp::adapter::{specs_from_catalog, ArtifactStore};
+use crate::mcp::connection::{ConnState, ConnectError, Connection, ConnectionHandle, Connector};
+use crate::mcp::discovery::{discover, DiscoveredTool, DiscoveryError};
+use crate::run::policy::Policy;
+use crate::run::trace::Trace;
+use crate::tools::catalog::{Catalog, CatalogSnapshot};
+use crate::tools::naming::NameCollision;
+use crate::tools::registry::ToolRegistry;
 
 pub const MAX_RECONNECTS: u32 = 3;
 const INIT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -73,13 +73,31 @@ impl ToolSession {
                 this_err = Some(SessionError::NoConnector(sp.id.clone()));
                 break;
             };
-            match Connection::open(&sp.id, connector.clone(), &sp.protocol_versions, INIT_TIMEOUT).await {
+            match Connection::open(
+                &sp.id,
+                connector.clone(),
+                &sp.protocol_versions,
+                INIT_TIMEOUT,
+            )
+            .await
+            {
                 Ok(conn) => {
-                    trace.record("server_connected", json!({"server": sp.id, "facts": conn.facts()}));
-                    slots.push(Slot { id: sp.id.clone(), connector, conn, reconnects: 0 });
+                    trace.record(
+                        "server_connected",
+                        json!({"server": sp.id, "facts": conn.facts()}),
+                    );
+                    slots.push(Slot {
+                        id: sp.id.clone(),
+                        connector,
+                        conn,
+                        reconnects: 0,
+                    });
                 }
                 Err(e) => {
-                    trace.record("server_connect_failed", json!({"server": sp.id, "error": e.to_string()}));
+                    trace.record(
+                        "server_connect_failed",
+                        json!({"server": sp.id, "error": e.to_string()}),
+                    );
                     this_err = Some(e.into());
                     break;
                 }
@@ -108,10 +126,13 @@ impl ToolSession {
         let mut tools = Vec::new();
         for slot in &self.slots {
             let sp = self.policy.server(&slot.id).expect("slot from policy");
-            let found = discover(&slot.conn, sp).await.map_err(|source| SessionError::Discovery {
-                server: slot.id.clone(),
-                source,
-            })?;
+            let found =
+                discover(&slot.conn, sp)
+                    .await
+                    .map_err(|source| SessionError::Discovery {
+                        server: slot.id.clone(),
+                        source,
+                    })?;
             tools.extend(found);
         }
         Ok(tools)
@@ -125,9 +146,17 @@ impl ToolSession {
         }
         let tools = self.discover_all().await?;
         let version = self.catalog.refresh(tools)?;
-        let conns: HashMap<String, ConnectionHandle> =
-            self.slots.iter().map(|s| (s.id.clone(), s.conn.clone())).collect();
-        let specs = specs_from_catalog(&self.catalog.snapshot(), &conns, &self.policy, &self.artifacts);
+        let conns: HashMap<String, ConnectionHandle> = self
+            .slots
+            .iter()
+            .map(|s| (s.id.clone(), s.conn.clone()))
+            .collect();
+        let specs = specs_from_catalog(
+            &self.catalog.snapshot(),
+            &conns,
+            &self.policy,
+            &self.artifacts,
+        );
         self.registry.replace_remote_tools(specs);
         self.trace.record(
             "catalog",
@@ -144,13 +173,20 @@ impl ToolSession {
             let lost = !self.slots[i].conn.is_alive();
             if lost {
                 let id = self.slots[i].id.clone();
-                self.trace.record("server_lost", json!({"server": id, "state": state}));
+                self.trace
+                    .record("server_lost", json!({"server": id, "state": state}));
                 if self.slots[i].reconnects >= MAX_RECONNECTS {
                     return Err(SessionError::TooManyReconnects(id));
                 }
                 self.slots[i].conn.close().await;
                 let sp = self.policy.server(&id).expect("slot from policy");
-                let conn = Connection::open(&id, self.slots[i].connector.clone(), &sp.protocol_versions, INIT_TIMEOUT).await?;
+                let conn = Connection::open(
+                    &id,
+                    self.slots[i].connector.clone(),
+                    &sp.protocol_versions,
+                    INIT_TIMEOUT,
+                )
+                .await?;
                 self.slots[i].reconnects += 1;
                 self.trace.record(
                     "server_reconnected",
@@ -159,7 +195,8 @@ impl ToolSession {
                 self.slots[i].conn = conn;
                 dirty = true;
             } else if self.slots[i].conn.list_changed_pending() {
-                self.trace.record("tools_list_changed", json!({"server": self.slots[i].id}));
+                self.trace
+                    .record("tools_list_changed", json!({"server": self.slots[i].id}));
                 dirty = true;
             }
         }
@@ -191,8 +228,13 @@ impl ToolSession {
         for s in self.slots.iter().rev() {
             s.conn.close().await;
             let state = s.conn.state();
-            let state = if state == ConnState::Open { ConnState::Closed } else { state };
-            self.trace.record("server_closed", json!({"server": s.id, "state": state}));
+            let state = if state == ConnState::Open {
+                ConnState::Closed
+            } else {
+                state
+            };
+            self.trace
+                .record("server_closed", json!({"server": s.id, "state": state}));
         }
         self.slots.clear();
     }

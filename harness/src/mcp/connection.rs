@@ -12,15 +12,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProtocolVersion};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProtocolVersion,
+};
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{oneshot, watch, Notify};
 
-use crate::faults::CallFault;
-use crate::policy::LaunchSpec;
+use crate::run::policy::LaunchSpec;
+use crate::tools::faults::CallFault;
 use crate::BoxFut;
 
 #[derive(Debug, thiserror::Error)]
@@ -206,8 +208,17 @@ impl Connection {
         let (state_tx, state_rx) = watch::channel(ConnState::Open);
         let srv = server.clone();
         let owner = tokio::spawn(async move {
-            owner_task(srv, connector, client, allowed, init_timeout, ready_tx, close_rx, state_tx)
-                .await
+            owner_task(
+                srv,
+                connector,
+                client,
+                allowed,
+                init_timeout,
+                ready_tx,
+                close_rx,
+                state_tx,
+            )
+            .await
         });
         let (peer, facts) = match ready_rx.await {
             Ok(Ok(v)) => v,
@@ -260,7 +271,8 @@ async fn owner_task(
         writer,
         mut child,
     } = conduit;
-    let mut service = match tokio::time::timeout(init_timeout, client.serve((reader, writer))).await {
+    let mut service = match tokio::time::timeout(init_timeout, client.serve((reader, writer))).await
+    {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             let _ = ready.send(Err(ConnectError::Initialize {
@@ -316,7 +328,10 @@ async fn owner_task(
     let _ = service.close_with_timeout(Duration::from_secs(2)).await;
     if let Some(mut c) = child.take() {
         // stdin is closed now; give the server a moment to exit, then kill.
-        if tokio::time::timeout(Duration::from_secs(2), c.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(2), c.wait())
+            .await
+            .is_err()
+        {
             let _ = c.kill().await;
         }
     }

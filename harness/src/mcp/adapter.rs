@@ -17,12 +17,12 @@ use base64::Engine;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use serde_json::{Map, Value};
 
-use crate::catalog::CatalogSnapshot;
-use crate::connection::ConnectionHandle;
-use crate::faults::{may_retry, CallFault};
-use crate::naming::{sanitize, Binding};
-use crate::policy::{ArtifactMode, Policy, ToolPolicy};
-use crate::registry::{HandlerFailure, HandlerOutput, ToolHandler, ToolSpec};
+use crate::mcp::connection::ConnectionHandle;
+use crate::run::policy::{ArtifactMode, Policy, ToolPolicy};
+use crate::tools::catalog::CatalogSnapshot;
+use crate::tools::faults::{may_retry, CallFault};
+use crate::tools::naming::{sanitize, Binding};
+use crate::tools::registry::{HandlerFailure, HandlerOutput, ToolHandler, ToolSpec};
 use crate::BoxFut;
 
 /// Where non-text content goes.
@@ -108,32 +108,55 @@ impl McpToolHandler {
         let obj = v
             .as_object()
             .ok_or_else(|| CallFault::Protocol("tools/call result is not an object".into()))?;
-        if obj.get("resultType").and_then(Value::as_str).is_some_and(|t| t != "complete") {
-            return Err(CallFault::Protocol("unsupported non-complete tools/call result".into()));
+        if obj
+            .get("resultType")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t != "complete")
+        {
+            return Err(CallFault::Protocol(
+                "unsupported non-complete tools/call result".into(),
+            ));
         }
         let is_error = obj.get("isError").and_then(Value::as_bool).unwrap_or(false);
         // `"structuredContent": null` is no structured content (the text is the result).
-        let structured = obj.get("structuredContent").filter(|v| !v.is_null()).cloned();
+        let structured = obj
+            .get("structuredContent")
+            .filter(|v| !v.is_null())
+            .cloned();
         let mut texts = Vec::new();
         let mut artifacts = Vec::new();
         let mut refused = None;
         let empty = Vec::new();
-        let blocks = obj.get("content").and_then(Value::as_array).unwrap_or(&empty);
+        let blocks = obj
+            .get("content")
+            .and_then(Value::as_array)
+            .unwrap_or(&empty);
         for b in blocks {
             let kind = b.get("type").and_then(Value::as_str).unwrap_or("");
             if kind == "text" {
-                texts.push(b.get("text").and_then(Value::as_str).unwrap_or("").to_string());
+                texts.push(
+                    b.get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                );
                 continue;
             }
             // Non-text content.
             let (mime, bytes): (String, Result<Vec<u8>, String>) = match kind {
                 "image" | "audio" => (
-                    b.get("mimeType").and_then(Value::as_str).unwrap_or("application/octet-stream").into(),
+                    b.get("mimeType")
+                        .and_then(Value::as_str)
+                        .unwrap_or("application/octet-stream")
+                        .into(),
                     b64_field(b, "data"),
                 ),
                 "resource" => {
                     let r = b.get("resource").cloned().unwrap_or(Value::Null);
-                    let mime = r.get("mimeType").and_then(Value::as_str).unwrap_or("application/octet-stream");
+                    let mime = r
+                        .get("mimeType")
+                        .and_then(Value::as_str)
+                        .unwrap_or("application/octet-stream");
                     if let Some(t) = r.get("text").and_then(Value::as_str) {
                         (mime.into(), Ok(t.as_bytes().to_vec()))
                     } else {
@@ -145,16 +168,25 @@ impl McpToolHandler {
                     texts.push(format!("[resource link: {uri}]"));
                     continue;
                 }
-                other => (format!("unknown/{other}"), Err("unsupported content block".into())),
+                other => (
+                    format!("unknown/{other}"),
+                    Err("unsupported content block".into()),
+                ),
             };
             if self.artifact_mode == ArtifactMode::Refuse {
-                refused = Some(format!("tool returned non-text content ({mime}), which policy refuses"));
+                refused = Some(format!(
+                    "tool returned non-text content ({mime}), which policy refuses"
+                ));
                 continue;
             }
             match bytes {
                 Ok(bytes) => match self.artifacts.store(&self.remote, &mime, &bytes).await {
                     Ok(p) => {
-                        texts.push(format!("[{kind} content stored as artifact {} ({mime}, {} bytes)]", p.display(), bytes.len()));
+                        texts.push(format!(
+                            "[{kind} content stored as artifact {} ({mime}, {} bytes)]",
+                            p.display(),
+                            bytes.len()
+                        ));
                         artifacts.push(p);
                     }
                     Err(e) => refused = Some(format!("could not store {mime} artifact: {e}")),

@@ -16,7 +16,13 @@ const FIXED: usize = 4 + 1 + 1 + HASH_LEN;
 /// Every character outside `[A-Za-z0-9_]` becomes `_` (one byte per char).
 pub(crate) fn sanitize(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -37,7 +43,9 @@ pub fn local_name(server_id: &str, remote: &str) -> String {
         // Truncate the middle parts, keep the hash. Each part keeps at least half
         // the budget unless the other needs less.
         let half = budget / 2;
-        let s_keep = s.len().min(budget.saturating_sub(t.len().min(half)).max(half));
+        let s_keep = s
+            .len()
+            .min(budget.saturating_sub(t.len().min(half)).max(half));
         let t_keep = budget - s_keep.min(s.len());
         s.truncate(s_keep);
         t.truncate(t_keep);
@@ -134,7 +142,10 @@ mod tests {
     #[test]
     fn shape_and_hash() {
         let n = local_name("ws", "read_file");
-        assert_eq!(n, format!("mcp_ws_read_file_{}", name_hash("ws", "read_file")));
+        assert_eq!(
+            n,
+            format!("mcp_ws_read_file_{}", name_hash("ws", "read_file"))
+        );
         assert_eq!(name_hash("ws", "read_file").len(), 8);
         assert_ne!(name_hash("ws", "read_file"), name_hash("ws2", "read_file"));
         // Separator prevents ("a","bc") == ("ab","c").
@@ -158,13 +169,19 @@ mod tests {
         assert!(valid(&n), "{n} ({})", n.len());
         assert_eq!(n.len(), MAX_LOCAL_NAME);
         assert!(n.ends_with(&format!("_{}", name_hash(&server, &tool))));
-        assert!(n.contains("sss") && n.contains("ttt"), "both parts survive: {n}");
+        assert!(
+            n.contains("sss") && n.contains("ttt"),
+            "both parts survive: {n}"
+        );
         // Short server keeps its whole id.
         let n2 = local_name("ws", &"x".repeat(100));
         assert!(n2.starts_with("mcp_ws_xxx") && valid(&n2));
         // Differ only past the truncation point → still distinct.
         let p = "p".repeat(70);
-        assert_ne!(local_name("ws", &format!("{p}1")), local_name("ws", &format!("{p}2")));
+        assert_ne!(
+            local_name("ws", &format!("{p}1")),
+            local_name("ws", &format!("{p}2"))
+        );
     }
 
     #[test]

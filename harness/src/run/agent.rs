@@ -3,8 +3,8 @@
 use serde_json::json;
 
 use crate::provider::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
-use crate::session::{SessionError, ToolSession};
-use crate::trace::Trace;
+use crate::run::session::{SessionError, ToolSession};
+use crate::run::trace::Trace;
 
 pub const SYSTEM_PROMPT: &str = "You are a coding agent working in a sandboxed git worktree. \
 Use the provided tools to inspect and change files; paths are relative to the worktree root. \
@@ -37,7 +37,10 @@ pub async fn run_loop(
     max_rounds: usize,
     trace: &Trace,
 ) -> Result<LoopResult, AgentError> {
-    let mut messages = vec![ChatMessage::system(SYSTEM_PROMPT), ChatMessage::user(prompt)];
+    let mut messages = vec![
+        ChatMessage::system(SYSTEM_PROMPT),
+        ChatMessage::user(prompt),
+    ];
     let mut res = LoopResult {
         final_message: String::new(),
         rounds: 0,
@@ -58,12 +61,19 @@ pub async fn run_loop(
             json!({"round": round, "catalog_version": snapshot.version, "tools": tools.len()}),
         );
         let reply = provider
-            .complete(ChatRequest { messages: &messages, tools: &tools, catalog: snapshot.clone() })
+            .complete(ChatRequest {
+                messages: &messages,
+                tools: &tools,
+                catalog: snapshot.clone(),
+            })
             .await;
         let reply = match reply {
             Ok(r) => r,
             Err(e) => {
-                trace.record("provider_error", json!({"round": round, "error": e.to_string()}));
+                trace.record(
+                    "provider_error",
+                    json!({"round": round, "error": e.to_string()}),
+                );
                 return Err(e.into());
             }
         };
@@ -72,19 +82,27 @@ pub async fn run_loop(
             json!({"round": round, "content": reply.content, "tool_calls": reply.tool_calls}),
         );
         let calls = reply.tool_calls.clone().unwrap_or_default();
-        messages.push(ChatMessage { role: "assistant".into(), ..reply.clone() });
+        messages.push(ChatMessage {
+            role: "assistant".into(),
+            ..reply.clone()
+        });
         if calls.is_empty() {
             res.final_message = reply.content.unwrap_or_default();
-            trace.record("final", json!({"round": round, "message": res.final_message}));
+            trace.record(
+                "final",
+                json!({"round": round, "message": res.final_message}),
+            );
             return Ok(res);
         }
         for call in calls {
-            let outcome = registry.invoke(&call.function.name, &call.function.arguments).await;
+            let outcome = registry
+                .invoke(&call.function.name, &call.function.arguments)
+                .await;
             res.tool_calls += 1;
             if outcome.is_error() {
                 res.tool_errors += 1;
             }
-            if outcome.state == crate::faults::CallState::Unknown {
+            if outcome.state == crate::tools::faults::CallState::Unknown {
                 res.unknown_state_calls += 1;
             }
             if let Some(v) = &outcome.contract_violation {

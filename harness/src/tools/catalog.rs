@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::discovery::DiscoveredTool;
-use crate::naming::{Binding, BindingTable, NameCollision};
+use crate::mcp::discovery::DiscoveredTool;
+use crate::tools::naming::{Binding, BindingTable, NameCollision};
 
 /// One exposed tool under its local name.
 #[derive(Debug, Clone)]
@@ -159,7 +159,10 @@ mod tests {
         let round1 = cat.snapshot();
         cat.mark_dirty();
         assert!(cat.is_dirty());
-        assert_eq!(cat.refresh(vec![tool("a", "x"), tool("a", "y")]).unwrap(), 2);
+        assert_eq!(
+            cat.refresh(vec![tool("a", "x"), tool("a", "y")]).unwrap(),
+            2
+        );
         assert!(!cat.is_dirty());
         assert_eq!(round1.len(), 1, "old round's snapshot unchanged");
         assert_eq!(cat.snapshot().len(), 2);

@@ -5,7 +5,7 @@ use std::time::Duration;
 use rmcp::service::ServiceError;
 use serde::Serialize;
 
-use crate::policy::ToolPolicy;
+use crate::run::policy::ToolPolicy;
 
 /// What we know about a side-effecting call after it returned (or didn't).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -28,7 +28,9 @@ pub enum CallFault {
     #[error("server connection lost")]
     Disconnected,
     /// The connection was already down: the request was never sent.
-    #[error("server connection is down; the request was not sent (it is reconnected between rounds)")]
+    #[error(
+        "server connection is down; the request was not sent (it is reconnected between rounds)"
+    )]
     NotConnected,
     #[error("JSON-RPC error {code}: {message}")]
     Rpc { code: i32, message: String },
@@ -50,7 +52,9 @@ impl CallFault {
     pub fn from_service(e: ServiceError, timeout: Duration) -> Self {
         match e {
             ServiceError::Timeout { .. } => CallFault::Timeout(timeout),
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => CallFault::Disconnected,
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                CallFault::Disconnected
+            }
             ServiceError::McpError(e) => CallFault::Rpc {
                 code: e.code.0,
                 message: e.message.to_string(),
@@ -71,7 +75,7 @@ pub fn may_retry(policy: &ToolPolicy, fault: &CallFault, attempt: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Approval;
+    use crate::run::policy::Approval;
 
     #[test]
     fn states_and_retry_rule() {
@@ -79,11 +83,22 @@ mod tests {
         assert_eq!(t.state(), CallState::Unknown);
         assert_eq!(CallFault::Disconnected.state(), CallState::Unknown);
         assert_eq!(
-            CallFault::Rpc { code: -32602, message: "x".into() }.state(),
+            CallFault::Rpc {
+                code: -32602,
+                message: "x".into()
+            }
+            .state(),
             CallState::Rejected
         );
-        let ro = ToolPolicy { approval: Approval::Auto, read_only: true, idempotent: true };
-        let ro_only = ToolPolicy { read_only: true, ..Default::default() };
+        let ro = ToolPolicy {
+            approval: Approval::Auto,
+            read_only: true,
+            idempotent: true,
+        };
+        let ro_only = ToolPolicy {
+            read_only: true,
+            ..Default::default()
+        };
         assert!(may_retry(&ro, &t, 0));
         assert!(!may_retry(&ro, &t, 1), "one retry at most");
         assert!(!may_retry(&ro_only, &t, 0), "read-only alone is not enough");

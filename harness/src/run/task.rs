@@ -11,17 +11,17 @@ use anyhow::Context;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::adapter::ArtifactStore;
-use crate::agent::{run_loop, LoopResult};
-use crate::connection::{ChildConnector, Connector};
-use crate::policy::{Placeholders, Policy};
+use crate::mcp::adapter::ArtifactStore;
+use crate::mcp::connection::{ChildConnector, Connector};
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::{Script, ScriptedProvider};
 use crate::provider::ChatProvider;
-use crate::registry::{NonInteractiveApprover, ToolRegistry};
-use crate::session::ToolSession;
-use crate::trace::Trace;
-use crate::worktree::{sanitize_id, Worktree};
+use crate::run::agent::{run_loop, LoopResult};
+use crate::run::policy::{Placeholders, Policy};
+use crate::run::session::ToolSession;
+use crate::run::trace::Trace;
+use crate::run::worktree::{sanitize_id, Worktree};
+use crate::tools::registry::{NonInteractiveApprover, ToolRegistry};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,9 +44,12 @@ fn default_base() -> String {
 
 impl TaskFile {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("read task {}", path.display()))?;
-        let task: Self = toml::from_str(&text).with_context(|| format!("parse task {}", path.display()))?;
-        task.validate().with_context(|| format!("invalid task {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read task {}", path.display()))?;
+        let task: Self =
+            toml::from_str(&text).with_context(|| format!("parse task {}", path.display()))?;
+        task.validate()
+            .with_context(|| format!("invalid task {}", path.display()))?;
         Ok(task)
     }
 
@@ -66,12 +69,18 @@ fn new_run_id(task_id: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis();
-    format!("{}-{stamp}-{}-{seq}", sanitize_id(task_id), std::process::id())
+    format!(
+        "{}-{stamp}-{}-{seq}",
+        sanitize_id(task_id),
+        std::process::id()
+    )
 }
 
 /// Run blocking work (git, file writes) off the async worker threads.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
-    tokio::task::spawn_blocking(f).await.context("blocking task failed")
+    tokio::task::spawn_blocking(f)
+        .await
+        .context("blocking task failed")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -140,7 +149,11 @@ fn choose_provider(
 
 /// Run one task given policy and task paths. Errors before the worktree exists
 /// are returned as `Err`; later failures are in `RunReport::error` (after cleanup).
-pub async fn run_task(policy_path: &Path, task_path: &Path, opts: RunOptions) -> anyhow::Result<RunReport> {
+pub async fn run_task(
+    policy_path: &Path,
+    task_path: &Path,
+    opts: RunOptions,
+) -> anyhow::Result<RunReport> {
     let policy = Policy::load(policy_path)?;
     let task = TaskFile::load(task_path)?;
     let repo = match &opts.repo {
@@ -161,7 +174,10 @@ pub async fn run_task(policy_path: &Path, task_path: &Path, opts: RunOptions) ->
         .and_then(|()| std::fs::canonicalize(&runtime_dir))
         .with_context(|| format!("runtime dir {}", runtime_dir.display()))?;
     let trace = Arc::new(Trace::new());
-    let wt_root = opts.worktrees_root.clone().unwrap_or_else(|| repo.join(".worktrees"));
+    let wt_root = opts
+        .worktrees_root
+        .clone()
+        .unwrap_or_else(|| repo.join(".worktrees"));
     let mut worktree = {
         let (repo, run_id, base_ref) = (repo.clone(), run_id.clone(), task.base_ref.clone());
         blocking(move || Worktree::create(&repo, &wt_root, &run_id, &base_ref)).await??
@@ -270,9 +286,15 @@ mod tests {
         let path = d.path().join("bad-task.toml");
         std::fs::write(&path, "id = \"x\"\nprompt = \"p\"\nmax_rounds = 0\n").unwrap();
         let msg = format!("{:#}", TaskFile::load(&path).unwrap_err());
-        assert!(msg.contains("bad-task.toml") && msg.contains("max_rounds"), "{msg}");
+        assert!(
+            msg.contains("bad-task.toml") && msg.contains("max_rounds"),
+            "{msg}"
+        );
         std::fs::write(&path, "id = \"x\"\n").unwrap();
         let msg = format!("{:#}", TaskFile::load(&path).unwrap_err());
-        assert!(msg.contains("bad-task.toml") && msg.contains("prompt"), "{msg}");
+        assert!(
+            msg.contains("bad-task.toml") && msg.contains("prompt"),
+            "{msg}"
+        );
     }
 }

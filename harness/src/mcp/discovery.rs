@@ -8,9 +8,9 @@ use rmcp::model::{ClientRequest, ListToolsRequest, PaginatedRequestParams};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::connection::ConnectionHandle;
-use crate::faults::CallFault;
-use crate::policy::ServerPolicy;
+use crate::mcp::connection::ConnectionHandle;
+use crate::run::policy::ServerPolicy;
+use crate::tools::faults::CallFault;
 
 pub const MAX_PAGES: usize = 100;
 pub const MAX_TOOLS: usize = 1000;
@@ -199,8 +199,12 @@ pub fn select(
                 }
             })?)),
         };
-        let description =
-            wasm_mcp_protocol::cap_description(t.description.as_deref().or(t.title.as_deref()).unwrap_or(""));
+        let description = wasm_mcp_protocol::cap_description(
+            t.description
+                .as_deref()
+                .or(t.title.as_deref())
+                .unwrap_or(""),
+        );
         out.push(DiscoveredTool {
             server_id: policy.id.clone(),
             name: t.name,
@@ -227,7 +231,7 @@ pub async fn discover(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Policy;
+    use crate::run::policy::Policy;
     use serde_json::json;
 
     fn policy(allowed: &[&str]) -> ServerPolicy {
@@ -249,7 +253,11 @@ mod tests {
     #[test]
     fn filters_deny_first_and_builds_validators() {
         let p = policy(&["a", "secret"]);
-        let got = select(&p, vec![raw("a", obj()), raw("b", obj()), raw("secret", obj())]).unwrap();
+        let got = select(
+            &p,
+            vec![raw("a", obj()), raw("b", obj()), raw("secret", obj())],
+        )
+        .unwrap();
         let names: Vec<_> = got.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["a"], "b unlisted, secret denied");
         assert!(got[0].input_validator.is_valid(&json!({"path": "x"})));
@@ -272,7 +280,13 @@ mod tests {
             Err(DiscoveryError::NonObjectInputSchema { .. })
         ));
         assert!(matches!(
-            select(&p, vec![raw("a", json!({"type": "object", "properties": {"x": {"type": 12}}}))]),
+            select(
+                &p,
+                vec![raw(
+                    "a",
+                    json!({"type": "object", "properties": {"x": {"type": 12}}})
+                )]
+            ),
             Err(DiscoveryError::InvalidSchema { which: "input", .. })
         ));
         assert!(matches!(

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::faults::{CallFault, CallState};
-use crate::naming::Binding;
-use crate::policy::{Approval, ToolPolicy};
+use crate::run::policy::{Approval, ToolPolicy};
+use crate::tools::faults::{CallFault, CallState};
+use crate::tools::naming::Binding;
 use crate::BoxFut;
 
 /// Max characters of tool output given to the model.
@@ -255,7 +255,11 @@ impl ToolRegistry {
         // parse
         out.stages.push("parse".into());
         let Some(spec) = self.tools.get(local).cloned() else {
-            return fail(out, ErrorKind::UnknownTool, format!("unknown tool `{local}`"));
+            return fail(
+                out,
+                ErrorKind::UnknownTool,
+                format!("unknown tool `{local}`"),
+            );
         };
         out.origin = spec.origin.clone();
         let args: Value = if raw_args.trim().is_empty() {
@@ -264,12 +268,20 @@ impl ToolRegistry {
             match serde_json::from_str(raw_args) {
                 Ok(v) => v,
                 Err(e) => {
-                    return fail(out, ErrorKind::BadArguments, format!("arguments are not valid JSON: {e}"))
+                    return fail(
+                        out,
+                        ErrorKind::BadArguments,
+                        format!("arguments are not valid JSON: {e}"),
+                    )
                 }
             }
         };
         let Value::Object(args_obj) = args.clone() else {
-            return fail(out, ErrorKind::BadArguments, "arguments must be a JSON object".into());
+            return fail(
+                out,
+                ErrorKind::BadArguments,
+                "arguments must be a JSON object".into(),
+            );
         };
         let info = ToolCallInfo {
             session: self.session.clone(),
@@ -282,7 +294,11 @@ impl ToolRegistry {
         for h in &self.hooks {
             out.stages.push(format!("before:{}", h.name()));
             if let HookDecision::Deny(why) = h.before_tool(&info) {
-                let o = fail(out, ErrorKind::HookDenied, format!("call blocked by {}: {why}", h.name()));
+                let o = fail(
+                    out,
+                    ErrorKind::HookDenied,
+                    format!("call blocked by {}: {why}", h.name()),
+                );
                 return self.after(&info, o);
             }
         }
@@ -301,7 +317,11 @@ impl ToolRegistry {
             }
         };
         if !approved {
-            let o = fail(out, ErrorKind::ApprovalDenied, format!("call to `{local}` was not approved"));
+            let o = fail(
+                out,
+                ErrorKind::ApprovalDenied,
+                format!("call to `{local}` was not approved"),
+            );
             return self.after(&info, o);
         }
 
@@ -313,7 +333,11 @@ impl ToolRegistry {
                 .take(5)
                 .map(|e| {
                     let at = e.instance_path().to_string();
-                    if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{at}: {e}")
+                    }
                 })
                 .collect();
             if !errors.is_empty() {
@@ -353,7 +377,11 @@ impl ToolRegistry {
         // output validation (only for non-error results)
         out.stages.push("validate_output".into());
         if output.is_error {
-            let text = if output.text.is_empty() { "tool reported an error".to_string() } else { output.text };
+            let text = if output.text.is_empty() {
+                "tool reported an error".to_string()
+            } else {
+                output.text
+            };
             let o = fail(out, ErrorKind::ToolError, cap(text));
             return self.after(&info, o);
         }
@@ -363,9 +391,12 @@ impl ToolRegistry {
         }
         if let Some(v) = &spec.output_validator {
             let violation = match &output.structured {
-                None => Some("structuredContent missing but the tool declares an outputSchema".to_string()),
+                None => Some(
+                    "structuredContent missing but the tool declares an outputSchema".to_string(),
+                ),
                 Some(s) => {
-                    let errs: Vec<String> = v.iter_errors(s).take(5).map(|e| e.to_string()).collect();
+                    let errs: Vec<String> =
+                        v.iter_errors(s).take(5).map(|e| e.to_string()).collect();
                     (!errs.is_empty()).then(|| errs.join("; "))
                 }
             };
@@ -413,11 +444,21 @@ mod tests {
         structured: Value,
     }
     impl ToolHandler for Recorder {
-        fn call(&self, args: Map<String, Value>) -> BoxFut<'_, Result<HandlerOutput, HandlerFailure>> {
-            self.log.lock().unwrap().push(format!("call {}", Value::Object(args)));
+        fn call(
+            &self,
+            args: Map<String, Value>,
+        ) -> BoxFut<'_, Result<HandlerOutput, HandlerFailure>> {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("call {}", Value::Object(args)));
             let s = self.structured.clone();
             Box::pin(async move {
-                Ok(HandlerOutput { structured: Some(s), attempts: 1, ..Default::default() })
+                Ok(HandlerOutput {
+                    structured: Some(s),
+                    attempts: 1,
+                    ..Default::default()
+                })
             })
         }
     }
@@ -432,11 +473,21 @@ mod tests {
             self.name
         }
         fn before_tool(&self, _c: &ToolCallInfo) -> HookDecision {
-            self.log.lock().unwrap().push(format!("before {}", self.name));
-            if self.deny { HookDecision::Deny("nope".into()) } else { HookDecision::Continue }
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("before {}", self.name));
+            if self.deny {
+                HookDecision::Deny("nope".into())
+            } else {
+                HookDecision::Continue
+            }
         }
         fn after_tool(&self, _c: &ToolCallInfo, o: &ToolOutcome) {
-            self.log.lock().unwrap().push(format!("after {} err={:?}", self.name, o.error));
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("after {} err={:?}", self.name, o.error));
         }
     }
 
@@ -449,7 +500,8 @@ mod tests {
     }
 
     fn spec(log: &Arc<Mutex<Vec<String>>>, approval: Approval, structured: Value) -> ToolSpec {
-        let input = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let input =
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
         let output = json!({"type": "object", "required": ["ok"]});
         ToolSpec {
             local_name: "t".into(),
@@ -457,18 +509,47 @@ mod tests {
             input_validator: Some(Arc::new(jsonschema::validator_for(&input).unwrap())),
             parameters: input,
             output_validator: Some(Arc::new(jsonschema::validator_for(&output).unwrap())),
-            policy: ToolPolicy { approval, ..Default::default() },
+            policy: ToolPolicy {
+                approval,
+                ..Default::default()
+            },
             origin: None,
             annotations: None,
-            handler: Arc::new(Recorder { log: log.clone(), structured }),
+            handler: Arc::new(Recorder {
+                log: log.clone(),
+                structured,
+            }),
         }
     }
 
-    fn registry(log: &Arc<Mutex<Vec<String>>>, approval: Approval, deny_hook: bool, ok: bool) -> ToolRegistry {
-        let mut r = ToolRegistry::new(Arc::new(NonInteractiveApprover { approve_asks: false }));
-        r.register(spec(log, approval, if ok { json!({"ok": 1}) } else { json!({"bad": 1}) }));
-        r.add_hook(Arc::new(Hook { name: "h1", log: log.clone(), deny: false }));
-        r.add_hook(Arc::new(Hook { name: "h2", log: log.clone(), deny: deny_hook }));
+    fn registry(
+        log: &Arc<Mutex<Vec<String>>>,
+        approval: Approval,
+        deny_hook: bool,
+        ok: bool,
+    ) -> ToolRegistry {
+        let mut r = ToolRegistry::new(Arc::new(NonInteractiveApprover {
+            approve_asks: false,
+        }));
+        r.register(spec(
+            log,
+            approval,
+            if ok {
+                json!({"ok": 1})
+            } else {
+                json!({"bad": 1})
+            },
+        ));
+        r.add_hook(Arc::new(Hook {
+            name: "h1",
+            log: log.clone(),
+            deny: false,
+        }));
+        r.add_hook(Arc::new(Hook {
+            name: "h2",
+            log: log.clone(),
+            deny: deny_hook,
+        }));
         r
     }
 
@@ -479,14 +560,30 @@ mod tests {
         let o = r.invoke("t", r#"{"n": 3}"#).await;
         assert_eq!(
             o.stages,
-            ["parse", "before:h1", "before:h2", "approval", "validate_input", "call", "validate_output", "after:h1", "after:h2"]
+            [
+                "parse",
+                "before:h1",
+                "before:h2",
+                "approval",
+                "validate_input",
+                "call",
+                "validate_output",
+                "after:h1",
+                "after:h2"
+            ]
         );
         assert!(!o.is_error(), "{}", o.model_text);
         assert_eq!(o.model_text, r#"{"ok":1}"#);
         assert_eq!(o.state, CallState::Completed);
         assert_eq!(
             *log.lock().unwrap(),
-            ["before h1", "before h2", "call {\"n\":3}", "after h1 err=None", "after h2 err=None"]
+            [
+                "before h1",
+                "before h2",
+                "call {\"n\":3}",
+                "after h1 err=None",
+                "after h2 err=None"
+            ]
         );
     }
 
@@ -497,13 +594,26 @@ mod tests {
         let r = registry(&log, Approval::Auto, false, true);
         let o = r.invoke("t", r#"{"n": "x"}"#).await;
         assert_eq!(o.error, Some(ErrorKind::InvalidArguments));
-        assert!(o.model_text.starts_with("error: invalid arguments"), "{}", o.model_text);
+        assert!(
+            o.model_text.starts_with("error: invalid arguments"),
+            "{}",
+            o.model_text
+        );
         assert_eq!(o.state, CallState::NotSent);
         assert!(!o.stages.contains(&"call".to_string()));
         // bad JSON
-        assert_eq!(r.invoke("t", "{n:").await.error, Some(ErrorKind::BadArguments));
-        assert_eq!(r.invoke("t", "[1]").await.error, Some(ErrorKind::BadArguments));
-        assert_eq!(r.invoke("nope", "{}").await.error, Some(ErrorKind::UnknownTool));
+        assert_eq!(
+            r.invoke("t", "{n:").await.error,
+            Some(ErrorKind::BadArguments)
+        );
+        assert_eq!(
+            r.invoke("t", "[1]").await.error,
+            Some(ErrorKind::BadArguments)
+        );
+        assert_eq!(
+            r.invoke("nope", "{}").await.error,
+            Some(ErrorKind::UnknownTool)
+        );
         // hook denial stops before approval
         let r = registry(&log, Approval::Auto, true, true);
         let o = r.invoke("t", r#"{"n": 1}"#).await;
@@ -531,7 +641,10 @@ mod tests {
         assert_eq!(approver.0.load(Ordering::SeqCst), 1);
         assert_eq!(o.error, Some(ErrorKind::Contract));
         assert!(o.contract_violation.as_deref().unwrap().contains("ok"));
-        assert!(!o.model_text.contains("secret-value"), "violating content not shown");
+        assert!(
+            !o.model_text.contains("secret-value"),
+            "violating content not shown"
+        );
         assert_eq!(o.state, CallState::Completed);
     }
 

@@ -45,9 +45,19 @@ fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
 pub fn sanitize_id(id: &str) -> String {
     let s: String = id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
-    if s.is_empty() { "task".into() } else { s }
+    if s.is_empty() {
+        "task".into()
+    } else {
+        s
+    }
 }
 
 impl Worktree {
@@ -57,7 +67,12 @@ impl Worktree {
     }
 
     /// Create `<root>/<run_id>` on new branch `agent/<run_id>` at `base_ref`.
-    pub fn create(repo: &Path, root: &Path, run_id: &str, base_ref: &str) -> Result<Self, WorktreeError> {
+    pub fn create(
+        repo: &Path,
+        root: &Path,
+        run_id: &str,
+        base_ref: &str,
+    ) -> Result<Self, WorktreeError> {
         let run_id = sanitize_id(run_id);
         let path = root.join(&run_id);
         if path.exists() {
@@ -66,10 +81,21 @@ impl Worktree {
         std::fs::create_dir_all(root)?;
         let branch = format!("agent/{run_id}");
         // Resolve first so a bad ref fails with a clear message.
-        let commit = git(repo, &["rev-parse", "--verify", &format!("{base_ref}^{{commit}}")])?;
+        let commit = git(
+            repo,
+            &["rev-parse", "--verify", &format!("{base_ref}^{{commit}}")],
+        )?;
         git(
             repo,
-            &["worktree", "add", "--quiet", "-b", &branch, &path.display().to_string(), &commit],
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                &branch,
+                &path.display().to_string(),
+                &commit,
+            ],
         )?;
         Ok(Self {
             repo: repo.to_path_buf(),
@@ -84,7 +110,15 @@ impl Worktree {
         if self.removed {
             return Ok(());
         }
-        let r1 = git(&self.repo, &["worktree", "remove", "--force", &self.path.display().to_string()]);
+        let r1 = git(
+            &self.repo,
+            &[
+                "worktree",
+                "remove",
+                "--force",
+                &self.path.display().to_string(),
+            ],
+        );
         if r1.is_err() && self.path.exists() {
             let _ = std::fs::remove_dir_all(&self.path);
         }
@@ -115,20 +149,39 @@ pub(crate) mod tests {
 
     pub(crate) fn init_repo(dir: &Path) {
         let run = |args: &[&str]| {
-            let st = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
-            assert!(st.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&st.stderr));
+            let st = Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                st.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&st.stderr)
+            );
         };
         run(&["init", "-q", "-b", "main"]);
         std::fs::write(dir.join("README.md"), "# Demo\nhello world\n").unwrap();
         run(&["add", "."]);
-        run(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init"]);
+        run(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "init",
+        ]);
     }
 
     #[test]
     fn create_and_remove() {
         let d = tempfile::tempdir().unwrap();
         init_repo(d.path());
-        let mut wt = Worktree::create(d.path(), &d.path().join(".worktrees"), "t/1", "HEAD").unwrap();
+        let mut wt =
+            Worktree::create(d.path(), &d.path().join(".worktrees"), "t/1", "HEAD").unwrap();
         assert!(wt.path.join("README.md").exists());
         assert_eq!(wt.branch, "agent/t-1");
         let branches = git(d.path(), &["branch", "--list", "agent/*"]).unwrap();
@@ -136,15 +189,20 @@ pub(crate) mod tests {
         std::fs::write(wt.path.join("dirty.txt"), "x").unwrap();
         wt.remove().unwrap();
         assert!(!wt.path.exists());
-        assert!(git(d.path(), &["branch", "--list", "agent/*"]).unwrap().is_empty());
-        assert!(!git(d.path(), &["worktree", "list"]).unwrap().contains("t-1"));
+        assert!(git(d.path(), &["branch", "--list", "agent/*"])
+            .unwrap()
+            .is_empty());
+        assert!(!git(d.path(), &["worktree", "list"])
+            .unwrap()
+            .contains("t-1"));
     }
 
     #[test]
     fn bad_ref_fails_cleanly() {
         let d = tempfile::tempdir().unwrap();
         init_repo(d.path());
-        let e = Worktree::create(d.path(), &d.path().join(".worktrees"), "x", "no-such-ref").unwrap_err();
+        let e = Worktree::create(d.path(), &d.path().join(".worktrees"), "x", "no-such-ref")
+            .unwrap_err();
         assert!(matches!(e, WorktreeError::Git { .. }));
         assert!(!d.path().join(".worktrees/x").exists());
     }

@@ -1,0 +1,6 @@
+//! Talking to MCP servers: one connection per server, paginated discovery,
+//! and the adapter that turns a tool call into `tools/call`.
+
+pub mod adapter;
+pub mod connection;
+pub mod discovery;
