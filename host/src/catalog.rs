@@ -151,5 +151,3 @@ impl Catalog {
         crate::cache::sha256_hex(serde_json::to_string(&defs).unwrap_or_default().as_bytes())
     }
 }
-
-pub use wasm_mcp_protocol::{decode_cursor, encode_cursor};

@@ -12,7 +12,8 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 
-use crate::catalog::{decode_cursor, encode_cursor};
+use wasm_mcp_protocol::{decode_cursor, encode_cursor, ErrorKind, ERROR_KIND_META};
+
 use crate::registry::{Outcome, Registry};
 
 /// Default `tools/list` page size.
@@ -64,10 +65,10 @@ impl McpServer {
     }
 }
 
-fn error_result(text: String, kind: &str) -> CallToolResult {
+fn error_result(text: String, kind: ErrorKind) -> CallToolResult {
     let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
     let mut meta = rmcp::model::MetaObject::new();
-    meta.insert("wasm-mcp/errorKind".into(), Value::String(kind.into()));
+    meta.insert(ERROR_KIND_META.into(), Value::String(kind.as_str().into()));
     r.meta = Some(meta);
     r
 }
@@ -130,25 +131,23 @@ impl ServerHandler for McpServer {
                 Some(json!({"name": name})),
             ));
         };
-        let result = match outcome {
-            Outcome::Ok { value, text } => {
-                let mut r = CallToolResult::structured(value);
-                r.content = vec![ContentBlock::text(text)];
-                r
-            }
-            Outcome::InvalidArguments(m) => error_result(
-                format!("invalid arguments for {name}: {m}"),
-                "invalid_arguments",
-            ),
-            Outcome::Failed(e) => error_result(e.to_string(), e.kind()),
-            Outcome::ContractViolation(m) => {
-                tracing::warn!(tool = %name, "contract violation: {m}");
-                error_result(
-                    format!("tool {name} broke its contract: {m}"),
-                    "contract_violation",
-                )
-            }
+        let (Some(kind), Some(message)) = (outcome.kind(), outcome.error_message()) else {
+            let Outcome::Ok { value, text } = outcome else {
+                unreachable!("only Ok has no error kind")
+            };
+            let mut r = CallToolResult::structured(value);
+            r.content = vec![ContentBlock::text(text)];
+            return Ok(r.into());
         };
+        let text = match kind {
+            ErrorKind::InvalidArguments => format!("invalid arguments for {name}: {message}"),
+            ErrorKind::ContractViolation => {
+                tracing::warn!(tool = %name, "contract violation: {message}");
+                format!("tool {name} broke its contract: {message}")
+            }
+            _ => message,
+        };
+        let result = error_result(text, kind);
         Ok(result.into())
     }
 }

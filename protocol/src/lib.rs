@@ -13,6 +13,8 @@ pub mod validate;
 pub use cursor::{decode_cursor, encode_cursor};
 pub use errors::{ErrorKind, ERROR_KIND_META};
 pub use names::valid_tool_name;
-pub use schema::{compile_schema, parse_object_schema};
+pub use schema::{
+    compile_schema, compile_value, is_object_schema, parse_object_schema, MissingType,
+};
 pub use text::{cap_description, MAX_DESCRIPTION};
 pub use validate::{check_result, validate};

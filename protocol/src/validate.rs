@@ -5,12 +5,18 @@ use serde_json::Value;
 /// Error lines reported for one validation failure, at most.
 const MAX_REPORTED_ERRORS: usize = 5;
 
-/// Validate `value`; on failure, up to five errors with their JSON pointers.
+/// Validate `value`; on failure, up to five errors, each as
+/// `<JSON pointer>: <message>` (the root is shown as `(root)`), joined by `; `.
+/// This is the one error format for arguments and results, server and client.
 pub fn validate(schema: &jsonschema::Validator, value: &Value) -> Result<(), String> {
     let errors: Vec<String> = schema
         .iter_errors(value)
         .take(MAX_REPORTED_ERRORS)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            let at = if at.is_empty() { "(root)" } else { &at };
+            format!("{at}: {e}")
+        })
         .collect();
     if errors.is_empty() {
         Ok(())
@@ -55,6 +61,8 @@ mod tests {
         assert!(validate(&v, &json!({"n": 3})).is_ok());
         let e = validate(&v, &json!({"n": 0, "extra": 1})).unwrap_err();
         assert!(e.contains("/n") && e.contains("extra"), "{e}");
+        assert!(e.starts_with("/n: ") || e.starts_with("(root): "), "{e}");
+        assert!(e.contains("(root): Additional properties"), "{e}");
         assert!(validate(&v, &json!({}))
             .unwrap_err()
             .contains("\"n\" is a required property"));
