@@ -220,14 +220,14 @@ async fn adapter_validates_before_sending_and_maps_errors() {
     assert_eq!(ok.origin.as_ref().unwrap().remote_name, "read_file");
 
     let bad = r.invoke(&read_file(), r#"{"path": 7}"#).await;
-    assert_eq!(bad.error, Some(ErrorKind::InvalidArguments));
-    assert_eq!(bad.state, CallState::NotSent);
+    assert_eq!(bad.error(), Some(ErrorKind::InvalidArguments));
+    assert_eq!(bad.state(), CallState::NotSent);
     assert_eq!(fake.calls().len(), 1, "invalid args never reach the server");
 
     let err = r
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "nope"}"#)
         .await;
-    assert_eq!(err.error, Some(ErrorKind::ToolError));
+    assert_eq!(err.error(), Some(ErrorKind::ToolError));
     assert_eq!(err.model_text, "error: no such dir");
     s.shutdown().await;
 }
@@ -245,10 +245,10 @@ async fn output_contract_violation_goes_to_audit_not_model() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::Contract));
-    assert!(o.contract_violation.is_some());
+    assert_eq!(o.error(), Some(ErrorKind::Contract));
+    assert!(o.contract_violation().is_some());
     assert!(!o.model_text.contains("leak"));
-    assert_eq!(o.state, CallState::Completed);
+    assert_eq!(o.state(), CallState::Completed);
     s.shutdown().await;
 }
 
@@ -280,7 +280,7 @@ async fn image_content_becomes_artifact_or_is_refused() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, dir) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::ContentRefused));
+    assert_eq!(o.error(), Some(ErrorKind::ContentRefused));
     assert!(!dir.path().join("artifacts").exists());
     s.shutdown().await;
 }
@@ -293,8 +293,8 @@ async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
     let fake = FakeServer::new(cfg.clone());
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::Fault));
-    assert_eq!(o.state, CallState::Unknown);
+    assert_eq!(o.error(), Some(ErrorKind::Fault));
+    assert_eq!(o.state(), CallState::Unknown);
     assert!(o.model_text.contains("unknown"), "{}", o.model_text);
     assert_eq!(fake.calls().len(), 1, "no automatic retry");
     assert_eq!(o.attempts, 1);
@@ -308,7 +308,7 @@ async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.state, CallState::Unknown);
+    assert_eq!(o.state(), CallState::Unknown);
     assert_eq!(o.attempts, 2);
     assert_eq!(fake.calls().len(), 2, "read-only + idempotent → one retry");
     s.shutdown().await;
@@ -325,8 +325,8 @@ async fn server_death_mid_call_then_reconnect_at_safe_point() {
         .registry()
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#)
         .await;
-    assert_eq!(o.state, CallState::Unknown, "{}", o.model_text);
-    assert_eq!(o.error, Some(ErrorKind::Fault));
+    assert_eq!(o.state(), CallState::Unknown, "{}", o.model_text);
+    assert_eq!(o.error(), Some(ErrorKind::Fault));
     // Wait for the owner to notice.
     for _ in 0..40 {
         if !s.connection("ws").unwrap().is_alive() {
@@ -413,14 +413,24 @@ async fn undecodable_or_missing_binary_content_is_refused_not_faked() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, dir) = session(&fake, policy("")).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::ContentRefused), "{}", o.model_text);
+    assert_eq!(
+        o.error(),
+        Some(ErrorKind::ContentRefused),
+        "{}",
+        o.model_text
+    );
     assert!(o.model_text.contains("base64"), "{}", o.model_text);
     assert!(o.artifacts.is_empty());
     let o = s
         .registry()
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "a"}"#)
         .await;
-    assert_eq!(o.error, Some(ErrorKind::ContentRefused), "{}", o.model_text);
+    assert_eq!(
+        o.error(),
+        Some(ErrorKind::ContentRefused),
+        "{}",
+        o.model_text
+    );
     assert!(
         !dir.path().join("artifacts").exists(),
         "no placeholder file stored"
@@ -451,8 +461,8 @@ async fn call_on_a_dead_connection_is_not_sent_rather_than_unknown() {
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     s.connection("ws").unwrap().close().await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::Fault));
-    assert_eq!(o.state, CallState::NotSent, "{}", o.model_text);
+    assert_eq!(o.error(), Some(ErrorKind::Fault));
+    assert_eq!(o.state(), CallState::NotSent, "{}", o.model_text);
     assert!(!o.model_text.contains("unknown"), "{}", o.model_text);
     assert!(fake.calls().is_empty());
     s.shutdown().await;

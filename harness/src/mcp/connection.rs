@@ -61,19 +61,6 @@ pub trait Connector: Send + Sync {
     fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>>;
 }
 
-/// A connector from a closure (in-process servers, tests).
-pub struct FnConnector<F>(pub F);
-
-impl<F> Connector for FnConnector<F>
-where
-    F: Fn() -> Result<Conduit, ConnectError> + Send + Sync,
-{
-    fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>> {
-        let r = (self.0)();
-        Box::pin(async move { r })
-    }
-}
-
 /// Spawns the policy's command: cleared env (only the listed vars + HOME), cwd
 /// from the policy, stderr appended to a log file in the task's runtime dir.
 pub struct ChildConnector {

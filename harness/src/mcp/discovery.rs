@@ -7,6 +7,7 @@ use std::time::Duration;
 use rmcp::model::{ClientRequest, ListToolsRequest, PaginatedRequestParams};
 use serde::Deserialize;
 use serde_json::Value;
+use wasm_mcp_protocol::{compile_value, MissingType};
 
 use crate::mcp::connection::ConnectionHandle;
 use crate::run::policy::ServerPolicy;
@@ -136,15 +137,9 @@ pub async fn list_all(
     Ok(tools)
 }
 
+/// The client accepts an object schema without `"type"` (the server does not).
 fn is_object_schema(v: &Value) -> bool {
-    match v.as_object() {
-        Some(o) => match o.get("type") {
-            None => true,
-            Some(Value::String(t)) => t == "object",
-            Some(_) => false,
-        },
-        None => false,
-    }
+    wasm_mcp_protocol::is_object_schema(v, MissingType::Allow)
 }
 
 /// Apply policy and checks to a raw listing.
@@ -179,23 +174,22 @@ pub fn select(
         if !is_object_schema(&t.input_schema) {
             return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
         }
-        let input_validator = jsonschema::validator_for(&t.input_schema).map_err(|e| {
-            DiscoveryError::InvalidSchema {
+        let input_validator =
+            compile_value(&t.input_schema).map_err(|message| DiscoveryError::InvalidSchema {
                 tool: t.name.clone(),
                 which: "input",
-                message: e.to_string(),
-            }
-        })?;
+                message,
+            })?;
         let output_validator = match &t.output_schema {
             None | Some(Value::Null) => None,
             Some(s) if !is_object_schema(s) => {
                 return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
             }
-            Some(s) => Some(Arc::new(jsonschema::validator_for(s).map_err(|e| {
+            Some(s) => Some(Arc::new(compile_value(s).map_err(|message| {
                 DiscoveryError::InvalidSchema {
                     tool: t.name.clone(),
                     which: "output",
-                    message: e.to_string(),
+                    message,
                 }
             })?)),
         };

@@ -102,10 +102,10 @@ pub async fn run_loop(
             if outcome.is_error() {
                 res.tool_errors += 1;
             }
-            if outcome.state == crate::tools::faults::CallState::Unknown {
+            if outcome.state() == crate::tools::faults::CallState::Unknown {
                 res.unknown_state_calls += 1;
             }
-            if let Some(v) = &outcome.contract_violation {
+            if let Some(v) = outcome.contract_violation() {
                 res.contract_violations += 1;
                 trace.record(
                     "contract_violation",
@@ -122,9 +122,9 @@ pub async fn run_loop(
                     "origin": outcome.origin,
                     "arguments": call.function.arguments,
                     "stages": outcome.stages,
-                    "state": outcome.state,
-                    "error": outcome.error,
-                    "fault": outcome.fault,
+                    "state": outcome.state(),
+                    "error": outcome.error(),
+                    "fault": outcome.fault().map(ToString::to_string),
                     "attempts": outcome.attempts,
                     "artifacts": outcome.artifacts,
                     "result": outcome.model_text,

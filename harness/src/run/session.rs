@@ -167,7 +167,7 @@ impl ToolSession {
 
     /// Between rounds: reconnect lost servers, refresh a dirty catalog.
     pub async fn safe_point(&mut self) -> Result<(), SessionError> {
-        let mut dirty = self.catalog.is_dirty();
+        let mut dirty = false;
         for i in 0..self.slots.len() {
             let state = self.slots[i].conn.state();
             let lost = !self.slots[i].conn.is_alive();
@@ -201,7 +201,6 @@ impl ToolSession {
             }
         }
         if dirty {
-            self.catalog.mark_dirty();
             self.rebuild().await?;
         }
         Ok(())
@@ -213,10 +212,6 @@ impl ToolSession {
 
     pub fn registry(&self) -> &ToolRegistry {
         &self.registry
-    }
-
-    pub fn registry_mut(&mut self) -> &mut ToolRegistry {
-        &mut self.registry
     }
 
     pub fn connection(&self, server: &str) -> Option<&ConnectionHandle> {

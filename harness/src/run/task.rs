@@ -17,7 +17,7 @@ use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::{Script, ScriptedProvider};
 use crate::provider::ChatProvider;
 use crate::run::agent::{run_loop, LoopResult};
-use crate::run::policy::{Placeholders, Policy};
+use crate::run::policy::{AskDefault, Placeholders, Policy};
 use crate::run::session::ToolSession;
 use crate::run::trace::Trace;
 use crate::run::worktree::{sanitize_id, Worktree};
@@ -196,7 +196,7 @@ pub async fn run_task(
         repo: repo.clone(),
     };
     let approver = Arc::new(NonInteractiveApprover {
-        approve_asks: policy.approver.ask_default == "approve",
+        approve_asks: policy.approver.ask_default == AskDefault::Approve,
     });
     let base = ToolRegistry::new(approver);
 

@@ -1,12 +1,11 @@
 //! The tool catalog: an immutable snapshot per model round.
 //!
-//! `notifications/tools/list_changed` (or a reconnect) only marks the catalog
-//! dirty; the new snapshot is built completely and swapped in at the next safe
-//! point (between rounds), so a round never sees a half-updated tool set. Every
-//! snapshot has a version that the trace records per round.
+//! `notifications/tools/list_changed` (or a reconnect) is only acted on at the
+//! next safe point (between rounds): the new snapshot is built completely and
+//! swapped in, so a round never sees a half-updated tool set. Every snapshot
+//! has a version that the trace records per round.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::mcp::discovery::DiscoveredTool;
@@ -87,18 +86,16 @@ impl CatalogSnapshot {
     }
 }
 
-/// Holds the current snapshot and the dirty flag.
+/// Holds the current snapshot.
 #[derive(Debug)]
 pub struct Catalog {
     current: Arc<CatalogSnapshot>,
-    dirty: Arc<AtomicBool>,
 }
 
 impl Catalog {
     pub fn new(initial: CatalogSnapshot) -> Self {
         Self {
             current: Arc::new(initial),
-            dirty: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -111,25 +108,11 @@ impl Catalog {
         self.current.version
     }
 
-    pub fn mark_dirty(&self) {
-        self.dirty.store(true, Ordering::SeqCst);
-    }
-
-    pub fn is_dirty(&self) -> bool {
-        self.dirty.load(Ordering::SeqCst)
-    }
-
-    /// A flag others can set (e.g. notification handlers).
-    pub fn dirty_flag(&self) -> Arc<AtomicBool> {
-        self.dirty.clone()
-    }
-
     /// At a safe point: rebuild from `tools` and swap atomically. On error the
-    /// old snapshot stays and the catalog stays dirty.
+    /// old snapshot stays.
     pub fn refresh(&mut self, tools: Vec<DiscoveredTool>) -> Result<u64, NameCollision> {
         let next = CatalogSnapshot::build(self.current.version + 1, tools)?;
         self.current = Arc::new(next);
-        self.dirty.store(false, Ordering::SeqCst);
         Ok(self.current.version)
     }
 }
@@ -157,13 +140,10 @@ mod tests {
     fn snapshot_is_frozen_until_refresh() {
         let mut cat = Catalog::new(CatalogSnapshot::build(1, vec![tool("a", "x")]).unwrap());
         let round1 = cat.snapshot();
-        cat.mark_dirty();
-        assert!(cat.is_dirty());
         assert_eq!(
             cat.refresh(vec![tool("a", "x"), tool("a", "y")]).unwrap(),
             2
         );
-        assert!(!cat.is_dirty());
         assert_eq!(round1.len(), 1, "old round's snapshot unchanged");
         assert_eq!(cat.snapshot().len(), 2);
         assert_eq!(cat.snapshot().version, 2);
