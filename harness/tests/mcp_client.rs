@@ -98,7 +98,7 @@ async fn pagination_and_limits() {
     });
     let c = open(&fake).await.unwrap();
     let tools = discover(&c, &sp(&p)).await.unwrap();
-    let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<_> = tools.iter().filter_map(|t| t.remote_name()).collect();
     assert_eq!(
         names,
         ["read_file", "list_dir"],
@@ -382,7 +382,6 @@ async fn list_changed_refreshes_only_at_safe_point() {
     let desc = |snap: &wasm_mcp_harness::tools::catalog::CatalogSnapshot| {
         snap.get(&local_name("ws", "search"))
             .unwrap()
-            .tool
             .description
             .clone()
     };

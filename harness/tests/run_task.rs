@@ -374,7 +374,7 @@ async fn openai_error_body_with_multibyte_text_is_reported_not_a_panic() {
         .complete(ChatRequest {
             messages: &msgs,
             tools: &[],
-            catalog,
+            names: &*catalog,
         })
         .await
         .unwrap_err();
@@ -402,7 +402,7 @@ async fn openai_transport_error_keeps_its_cause() {
         .complete(ChatRequest {
             messages: &msgs,
             tools: &[],
-            catalog,
+            names: &*catalog,
         })
         .await
         .unwrap_err();

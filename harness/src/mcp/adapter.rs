@@ -21,8 +21,8 @@ use crate::mcp::connection::ConnectionHandle;
 use crate::run::policy::{ArtifactMode, Policy, ToolPolicy};
 use crate::tools::catalog::CatalogSnapshot;
 use crate::tools::faults::{may_retry, CallFault};
-use crate::tools::naming::{sanitize, Binding};
-use crate::tools::registry::{HandlerFailure, HandlerOutput, ToolHandler, ToolSpec};
+use crate::tools::naming::sanitize;
+use crate::tools::registry::{HandlerFailure, HandlerOutput, RegisteredTool, ToolHandler};
 use crate::BoxFut;
 
 /// Where non-text content goes.
@@ -217,35 +217,26 @@ fn b64_field(block: &Value, field: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("content block `{field}` is not valid base64: {e}"))
 }
 
-/// Registry tools for every catalog entry, bound to the server connections.
-pub fn specs_from_catalog(
+/// Registry tools for every catalog tool, bound to the server connections.
+pub fn tools_from_catalog(
     snapshot: &CatalogSnapshot,
     conns: &HashMap<String, ConnectionHandle>,
     policy: &Policy,
     artifacts: &Arc<ArtifactStore>,
-) -> Vec<ToolSpec> {
+) -> Vec<RegisteredTool> {
     let mut out = Vec::new();
-    for e in snapshot.entries() {
-        let t = &e.tool;
-        let (Some(conn), Some(sp)) = (conns.get(&t.server_id), policy.server(&t.server_id)) else {
+    for tool in snapshot.entries() {
+        let Some(b) = &tool.binding else { continue };
+        let (Some(conn), Some(sp)) = (conns.get(&b.server_id), policy.server(&b.server_id)) else {
             continue;
         };
-        let tp = sp.tool_policy(&t.name);
-        out.push(ToolSpec {
-            local_name: e.local_name.clone(),
-            description: t.description.clone(),
-            parameters: t.input_schema.clone(),
-            input_validator: Some(t.input_validator.clone()),
-            output_validator: t.output_validator.clone(),
+        let tp = sp.tool_policy(&b.remote_name);
+        out.push(RegisteredTool {
+            tool: tool.clone(),
             policy: tp.clone(),
-            origin: Some(Binding {
-                server_id: t.server_id.clone(),
-                remote_name: t.name.clone(),
-            }),
-            annotations: t.annotations.clone(),
             handler: Arc::new(McpToolHandler {
                 conn: conn.clone(),
-                remote: t.name.clone(),
+                remote: b.remote_name.clone(),
                 timeout: sp.request_timeout(),
                 policy: tp,
                 artifacts: artifacts.clone(),

@@ -12,6 +12,8 @@ use wasm_mcp_protocol::{compile_value, MissingType};
 use crate::mcp::connection::ConnectionHandle;
 use crate::run::policy::ServerPolicy;
 use crate::tools::faults::CallFault;
+use crate::tools::naming::{local_name, Binding};
+use crate::tools::tool::Tool;
 
 pub const MAX_PAGES: usize = 100;
 pub const MAX_TOOLS: usize = 1000;
@@ -61,29 +63,6 @@ pub struct RawTool {
     pub output_schema: Option<Value>,
     #[serde(default)]
     pub annotations: Option<Value>,
-}
-
-/// A tool that passed discovery: exposed by policy, schemas compiled.
-#[derive(Clone)]
-pub struct DiscoveredTool {
-    pub server_id: String,
-    pub name: String,
-    pub description: String,
-    pub input_schema: Value,
-    pub output_schema: Option<Value>,
-    pub input_validator: Arc<jsonschema::Validator>,
-    pub output_validator: Option<Arc<jsonschema::Validator>>,
-    /// Hints only; never used for permission decisions.
-    pub annotations: Option<Value>,
-}
-
-impl std::fmt::Debug for DiscoveredTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiscoveredTool")
-            .field("server_id", &self.server_id)
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Fetch every page of `tools/list`.
@@ -147,10 +126,7 @@ fn is_object_schema(v: &Value) -> bool {
 /// Duplicates and limits are checked over the whole listing; schema checks only
 /// for tools the policy exposes (a broken tool that is never exposed does not
 /// break the task).
-pub fn select(
-    policy: &ServerPolicy,
-    raw: Vec<RawTool>,
-) -> Result<Vec<DiscoveredTool>, DiscoveryError> {
+pub fn select(policy: &ServerPolicy, raw: Vec<RawTool>) -> Result<Vec<Tool>, DiscoveryError> {
     let mut names = HashSet::new();
     for t in &raw {
         if !names.insert(t.name.clone()) {
@@ -199,13 +175,16 @@ pub fn select(
                 .or(t.title.as_deref())
                 .unwrap_or(""),
         );
-        out.push(DiscoveredTool {
-            server_id: policy.id.clone(),
-            name: t.name,
+        out.push(Tool {
+            local_name: local_name(&policy.id, &t.name),
+            binding: Some(Binding {
+                server_id: policy.id.clone(),
+                remote_name: t.name,
+            }),
             description,
             input_schema: t.input_schema,
             output_schema: t.output_schema.filter(|v| !v.is_null()),
-            input_validator: Arc::new(input_validator),
+            input_validator: Some(Arc::new(input_validator)),
             output_validator,
             annotations: t.annotations,
         });
@@ -217,7 +196,7 @@ pub fn select(
 pub async fn discover(
     conn: &ConnectionHandle,
     policy: &ServerPolicy,
-) -> Result<Vec<DiscoveredTool>, DiscoveryError> {
+) -> Result<Vec<Tool>, DiscoveryError> {
     let raw = list_all(conn, policy.request_timeout()).await?;
     select(policy, raw)
 }
@@ -252,10 +231,11 @@ mod tests {
             vec![raw("a", obj()), raw("b", obj()), raw("secret", obj())],
         )
         .unwrap();
-        let names: Vec<_> = got.iter().map(|t| t.name.as_str()).collect();
+        let names: Vec<_> = got.iter().filter_map(|t| t.remote_name()).collect();
         assert_eq!(names, ["a"], "b unlisted, secret denied");
-        assert!(got[0].input_validator.is_valid(&json!({"path": "x"})));
-        assert!(!got[0].input_validator.is_valid(&json!({"path": 3})));
+        let input = got[0].input_validator.as_ref().unwrap();
+        assert!(input.is_valid(&json!({"path": "x"})));
+        assert!(!input.is_valid(&json!({"path": 3})));
     }
 
     #[test]

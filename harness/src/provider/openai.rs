@@ -95,9 +95,9 @@ impl OpenAiProvider {
                     .iter()
                     .map(|t| {
                         json!({"type": "function", "function": {
-                            "name": t.name,
+                            "name": t.local_name,
                             "description": t.description,
-                            "parameters": t.parameters,
+                            "parameters": t.input_schema,
                         }})
                     })
                     .collect(),

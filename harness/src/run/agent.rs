@@ -54,7 +54,7 @@ pub async fn run_loop(
         session.safe_point().await?;
         let snapshot = session.snapshot();
         let registry = session.registry();
-        let tools = registry.tool_defs();
+        let tools = registry.tools();
         res.rounds = round;
         trace.record(
             "round_start",
@@ -64,7 +64,7 @@ pub async fn run_loop(
             .complete(ChatRequest {
                 messages: &messages,
                 tools: &tools,
-                catalog: snapshot.clone(),
+                names: &*snapshot,
             })
             .await;
         let reply = match reply {

@@ -8,38 +8,28 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::mcp::discovery::DiscoveredTool;
 use crate::tools::naming::{Binding, BindingTable, NameCollision};
-
-/// One exposed tool under its local name.
-#[derive(Debug, Clone)]
-pub struct CatalogEntry {
-    pub local_name: String,
-    pub tool: DiscoveredTool,
-}
+use crate::tools::tool::{NameResolver, Tool};
 
 #[derive(Debug, Default)]
 pub struct CatalogSnapshot {
     pub version: u64,
     /// Ordered by local name (stable tool order for the model).
-    entries: BTreeMap<String, Arc<CatalogEntry>>,
+    entries: BTreeMap<String, Arc<Tool>>,
     bindings: BindingTable,
 }
 
 impl CatalogSnapshot {
     /// Build from the tools of all servers; fails on a local-name collision.
-    pub fn build(version: u64, tools: Vec<DiscoveredTool>) -> Result<Self, NameCollision> {
+    pub fn build(version: u64, tools: Vec<Tool>) -> Result<Self, NameCollision> {
         let mut bindings = BindingTable::default();
         let mut entries = BTreeMap::new();
         for tool in tools {
-            let local = bindings.bind(&tool.server_id, &tool.name)?;
-            entries.insert(
-                local.clone(),
-                Arc::new(CatalogEntry {
-                    local_name: local,
-                    tool,
-                }),
-            );
+            let Some(b) = &tool.binding else {
+                continue; // the catalog holds server tools only
+            };
+            bindings.bind_as(tool.local_name.clone(), &b.server_id, &b.remote_name)?;
+            entries.insert(tool.local_name.clone(), Arc::new(tool));
         }
         Ok(Self {
             version,
@@ -48,7 +38,7 @@ impl CatalogSnapshot {
         })
     }
 
-    pub fn get(&self, local: &str) -> Option<&Arc<CatalogEntry>> {
+    pub fn get(&self, local: &str) -> Option<&Arc<Tool>> {
         self.entries.get(local)
     }
 
@@ -65,15 +55,15 @@ impl CatalogSnapshot {
                 let mut hits = self
                     .entries
                     .values()
-                    .filter(|e| e.tool.name == remote)
-                    .map(|e| e.local_name.as_str());
+                    .filter(|t| t.remote_name() == Some(remote))
+                    .map(|t| t.local_name.as_str());
                 let first = hits.next()?;
                 hits.next().is_none().then_some(first)
             }
         }
     }
 
-    pub fn entries(&self) -> impl Iterator<Item = &Arc<CatalogEntry>> {
+    pub fn entries(&self) -> impl Iterator<Item = &Arc<Tool>> {
         self.entries.values()
     }
 
@@ -83,6 +73,12 @@ impl CatalogSnapshot {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+impl NameResolver for CatalogSnapshot {
+    fn local_for(&self, server: Option<&str>, remote: &str) -> Option<String> {
+        CatalogSnapshot::local_for(self, server, remote).map(str::to_string)
     }
 }
 
@@ -110,7 +106,7 @@ impl Catalog {
 
     /// At a safe point: rebuild from `tools` and swap atomically. On error the
     /// old snapshot stays.
-    pub fn refresh(&mut self, tools: Vec<DiscoveredTool>) -> Result<u64, NameCollision> {
+    pub fn refresh(&mut self, tools: Vec<Tool>) -> Result<u64, NameCollision> {
         let next = CatalogSnapshot::build(self.current.version + 1, tools)?;
         self.current = Arc::new(next);
         Ok(self.current.version)
@@ -122,13 +118,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    pub(crate) fn tool(server: &str, name: &str) -> DiscoveredTool {
+    pub(crate) fn tool(server: &str, name: &str) -> Tool {
         let schema = json!({"type": "object"});
-        DiscoveredTool {
-            server_id: server.into(),
-            name: name.into(),
+        Tool {
+            local_name: crate::tools::naming::local_name(server, name),
+            binding: Some(Binding {
+                server_id: server.into(),
+                remote_name: name.into(),
+            }),
             description: String::new(),
-            input_validator: Arc::new(jsonschema::validator_for(&schema).unwrap()),
+            input_validator: Some(Arc::new(jsonschema::validator_for(&schema).unwrap())),
             input_schema: schema,
             output_schema: None,
             output_validator: None,
@@ -158,6 +157,6 @@ mod tests {
         let y = s.local_for(None, "y").unwrap().to_string();
         assert_eq!(s.resolve(&y).unwrap().server_id, "b");
         let ax = s.local_for(Some("a"), "x").unwrap();
-        assert_eq!(s.get(ax).unwrap().tool.server_id, "a");
+        assert_eq!(s.get(ax).unwrap().server_id(), Some("a"));
     }
 }

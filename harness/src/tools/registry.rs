@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use crate::run::policy::{Approval, ToolPolicy};
 use crate::tools::faults::{CallFault, CallState};
 use crate::tools::naming::Binding;
+use crate::tools::tool::Tool;
 use crate::BoxFut;
 use wasm_mcp_protocol::text::truncate_marked;
 use wasm_mcp_protocol::validate;
@@ -51,28 +52,12 @@ pub trait ToolHandler: Send + Sync {
     fn call(&self, args: Map<String, Value>) -> BoxFut<'_, Result<HandlerOutput, HandlerFailure>>;
 }
 
-/// A registered tool.
+/// A tool with what runs it: the policy's rules and the handler.
 #[derive(Clone)]
-pub struct ToolSpec {
-    pub local_name: String,
-    pub description: String,
-    pub parameters: Value,
-    pub input_validator: Option<Arc<jsonschema::Validator>>,
-    pub output_validator: Option<Arc<jsonschema::Validator>>,
+pub struct RegisteredTool {
+    pub tool: Arc<Tool>,
     pub policy: ToolPolicy,
-    /// Where the tool comes from (`None` for local tools).
-    pub origin: Option<Binding>,
-    /// Server hints (never used for decisions; shown to approvers).
-    pub annotations: Option<Value>,
     pub handler: Arc<dyn ToolHandler>,
-}
-
-/// A tool definition as sent to the model.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ToolDef {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
 }
 
 /// What hooks and approvers see.
@@ -254,7 +239,7 @@ impl ToolOutcome {
 #[derive(Clone)]
 pub struct ToolRegistry {
     session: String,
-    tools: BTreeMap<String, Arc<ToolSpec>>,
+    tools: BTreeMap<String, Arc<RegisteredTool>>,
     hooks: Vec<Arc<dyn ToolHook>>,
     approver: Arc<dyn Approver>,
 }
@@ -288,8 +273,9 @@ impl ToolRegistry {
         &self.session
     }
 
-    pub fn register(&mut self, spec: ToolSpec) {
-        self.tools.insert(spec.local_name.clone(), Arc::new(spec));
+    pub fn register(&mut self, entry: RegisteredTool) {
+        self.tools
+            .insert(entry.tool.local_name.clone(), Arc::new(entry));
     }
 
     pub fn add_hook(&mut self, hook: Arc<dyn ToolHook>) {
@@ -297,10 +283,10 @@ impl ToolRegistry {
     }
 
     /// Replace all tools that came from MCP servers (origin set) at once.
-    pub fn replace_remote_tools(&mut self, specs: Vec<ToolSpec>) {
-        self.tools.retain(|_, s| s.origin.is_none());
-        for s in specs {
-            self.register(s);
+    pub fn replace_remote_tools(&mut self, entries: Vec<RegisteredTool>) {
+        self.tools.retain(|_, e| e.tool.binding.is_none());
+        for e in entries {
+            self.register(e);
         }
     }
 
@@ -308,19 +294,13 @@ impl ToolRegistry {
         self.tools.keys().cloned().collect()
     }
 
-    pub fn get(&self, local: &str) -> Option<&Arc<ToolSpec>> {
+    pub fn get(&self, local: &str) -> Option<&Arc<RegisteredTool>> {
         self.tools.get(local)
     }
 
-    pub fn tool_defs(&self) -> Vec<ToolDef> {
-        self.tools
-            .values()
-            .map(|s| ToolDef {
-                name: s.local_name.clone(),
-                description: s.description.clone(),
-                parameters: s.parameters.clone(),
-            })
-            .collect()
+    /// The tools offered to the model, ordered by local name.
+    pub fn tools(&self) -> Vec<Arc<Tool>> {
+        self.tools.values().map(|e| e.tool.clone()).collect()
     }
 
     /// Run the whole pipeline for one call. `raw_args` is the model's JSON text.
@@ -331,7 +311,7 @@ impl ToolRegistry {
             Ok(parsed) => parsed,
             Err(stop) => return out.stop(stop),
         };
-        out.origin = spec.origin.clone();
+        out.origin = spec.tool.binding.clone();
         if let Err(stop) = self.run_stages(&spec, &info, &mut out).await {
             out = out.stop(stop);
         }
@@ -341,7 +321,7 @@ impl ToolRegistry {
     /// Every stage after `parse`, in order; the first `Stop` ends the call.
     async fn run_stages(
         &self,
-        spec: &ToolSpec,
+        spec: &RegisteredTool,
         info: &ToolCallInfo,
         out: &mut ToolOutcome,
     ) -> Result<(), Stop> {
@@ -358,7 +338,11 @@ impl ToolRegistry {
     }
 
     /// `parse`: the tool exists and the arguments are a JSON object.
-    fn parse(&self, local: &str, raw_args: &str) -> Result<(Arc<ToolSpec>, ToolCallInfo), Stop> {
+    fn parse(
+        &self,
+        local: &str,
+        raw_args: &str,
+    ) -> Result<(Arc<RegisteredTool>, ToolCallInfo), Stop> {
         let spec = self.tools.get(local).cloned().ok_or_else(|| {
             Stop::before_call(ErrorKind::UnknownTool, format!("unknown tool `{local}`"))
         })?;
@@ -381,7 +365,7 @@ impl ToolRegistry {
         let info = ToolCallInfo {
             session: self.session.clone(),
             local_name: local.to_string(),
-            origin: spec.origin.clone(),
+            origin: spec.tool.binding.clone(),
             args,
         };
         Ok((spec, info))
@@ -402,14 +386,14 @@ impl ToolRegistry {
     }
 
     /// `approval`: the policy decides; annotations are hints for the approver only.
-    async fn approve(&self, spec: &ToolSpec, info: &ToolCallInfo) -> Result<(), Stop> {
+    async fn approve(&self, spec: &RegisteredTool, info: &ToolCallInfo) -> Result<(), Stop> {
         let approved = match spec.policy.approval {
             Approval::Auto => true,
             Approval::Deny => false,
             Approval::Ask => {
                 let req = ApprovalRequest {
                     call: info,
-                    annotations: spec.annotations.as_ref(),
+                    annotations: spec.tool.annotations.as_ref(),
                 };
                 self.approver.approve(&req).await
             }
@@ -433,8 +417,8 @@ impl ToolRegistry {
 }
 
 /// `validate_input`: bad arguments go back to the model; no request is sent.
-fn validate_input(spec: &ToolSpec, info: &ToolCallInfo) -> Result<(), Stop> {
-    let Some(v) = &spec.input_validator else {
+fn validate_input(spec: &RegisteredTool, info: &ToolCallInfo) -> Result<(), Stop> {
+    let Some(v) = &spec.tool.input_validator else {
         return Ok(());
     };
     validate(v, &info.args).map_err(|e| {
@@ -447,7 +431,7 @@ fn validate_input(spec: &ToolSpec, info: &ToolCallInfo) -> Result<(), Stop> {
 
 /// `call`: the handler sends the request; a fault says what is known about its effect.
 async fn call(
-    spec: &ToolSpec,
+    spec: &RegisteredTool,
     info: &ToolCallInfo,
     out: &mut ToolOutcome,
 ) -> Result<HandlerOutput, Stop> {
@@ -478,7 +462,7 @@ async fn call(
 
 /// `validate_output`: the model gets the result, the tool's error, or (for a
 /// broken output contract) a notice while the violation goes to the audit trail.
-fn check_output(spec: &ToolSpec, local: &str, output: HandlerOutput) -> Result<String, Stop> {
+fn check_output(spec: &RegisteredTool, local: &str, output: HandlerOutput) -> Result<String, Stop> {
     if output.is_error {
         let text = if output.text.is_empty() {
             "tool reported an error".to_string()
@@ -496,7 +480,7 @@ fn check_output(spec: &ToolSpec, local: &str, output: HandlerOutput) -> Result<S
             message: why,
         });
     }
-    if let Some(v) = &spec.output_validator {
+    if let Some(v) = &spec.tool.output_validator {
         let checked = match &output.structured {
             None => {
                 Err("structuredContent missing but the tool declares an outputSchema".to_string())
@@ -589,22 +573,29 @@ mod tests {
         }
     }
 
-    fn spec(log: &Arc<Mutex<Vec<String>>>, approval: Approval, structured: Value) -> ToolSpec {
+    fn spec(
+        log: &Arc<Mutex<Vec<String>>>,
+        approval: Approval,
+        structured: Value,
+    ) -> RegisteredTool {
         let input =
             json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
         let output = json!({"type": "object", "required": ["ok"]});
-        ToolSpec {
-            local_name: "t".into(),
-            description: "test".into(),
-            input_validator: Some(Arc::new(jsonschema::validator_for(&input).unwrap())),
-            parameters: input,
-            output_validator: Some(Arc::new(jsonschema::validator_for(&output).unwrap())),
+        RegisteredTool {
+            tool: Arc::new(Tool {
+                local_name: "t".into(),
+                binding: None,
+                description: "test".into(),
+                input_validator: Some(Arc::new(jsonschema::validator_for(&input).unwrap())),
+                input_schema: input,
+                output_schema: Some(output.clone()),
+                output_validator: Some(Arc::new(jsonschema::validator_for(&output).unwrap())),
+                annotations: None,
+            }),
             policy: ToolPolicy {
                 approval,
                 ..Default::default()
             },
-            origin: None,
-            annotations: None,
             handler: Arc::new(Recorder {
                 log: log.clone(),
                 structured,
@@ -745,11 +736,11 @@ mod tests {
         let mut a = base.fork("task-a");
         a.replace_remote_tools(vec![]);
         let mut extra = spec(&log, Approval::Auto, json!({"ok": 1}));
-        extra.local_name = "u".into();
+        Arc::make_mut(&mut extra.tool).local_name = "u".into();
         a.register(extra);
         assert_eq!(a.session(), "task-a");
         assert_eq!(a.names(), ["t", "u"]);
         assert_eq!(base.names(), ["t"], "base unchanged");
-        assert_eq!(base.tool_defs()[0].name, "t");
+        assert_eq!(base.tools()[0].local_name, "t");
     }
 }
