@@ -295,24 +295,22 @@ async fn owner_task(
         }
     }
 
-    let peer = service.peer().clone();
-    let mut poll = tokio::time::interval(Duration::from_millis(50));
-    let end = loop {
-        tokio::select! {
-            _ = &mut close_rx => break ConnState::Closed,
-            status = wait_child(&mut child) => {
-                break ConnState::Lost(format!("server process exited: {status}"));
-            }
-            _ = poll.tick() => {
-                if peer.is_transport_closed() || service.is_closed() {
-                    break ConnState::Lost("transport closed".into());
-                }
-            }
+    // The service loop ends when the transport closes: that is the signal.
+    let cancel = service.cancellation_token();
+    let mut service_done = Box::pin(service.waiting());
+    let (end, service_running) = tokio::select! {
+        _ = &mut close_rx => (ConnState::Closed, true),
+        status = wait_child(&mut child) => {
+            (ConnState::Lost(format!("server process exited: {status}")), true)
         }
+        _ = &mut service_done => (ConnState::Lost("transport closed".into()), false),
     };
     tracing::debug!(server, ?end, "closing MCP connection");
     let _ = state.send(end);
-    let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+    if service_running {
+        cancel.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), service_done).await;
+    }
     if let Some(mut c) = child.take() {
         // stdin is closed now; give the server a moment to exit, then kill.
         if tokio::time::timeout(Duration::from_secs(2), c.wait())
