@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use crate::mcp::connection::{Conduit, ConnectError, Connector};
-use crate::BoxFut;
+use wasm_mcp_harness::mcp::connection::{Conduit, ConnectError, Connector};
+use wasm_mcp_harness::BoxFut;
 
 #[derive(Debug, Clone)]
 pub enum Behavior {

@@ -24,8 +24,6 @@
 pub mod mcp;
 pub mod provider;
 pub mod run;
-#[doc(hidden)]
-pub mod testing;
 pub mod tools;
 
 pub use run::task::{run_task, ProviderChoice, RunOptions, RunReport};

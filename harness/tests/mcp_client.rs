@@ -12,12 +12,12 @@ use wasm_mcp_harness::mcp::discovery::{discover, DiscoveryError, MAX_PAGES};
 use wasm_mcp_harness::run::policy::{Policy, ServerPolicy};
 use wasm_mcp_harness::run::session::ToolSession;
 use wasm_mcp_harness::run::trace::Trace;
-use wasm_mcp_harness::testing::{
-    tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer,
-};
 use wasm_mcp_harness::tools::faults::CallState;
 use wasm_mcp_harness::tools::naming::local_name;
 use wasm_mcp_harness::tools::registry::{ErrorKind, NonInteractiveApprover, ToolRegistry};
+use wasm_mcp_harness_testing::{
+    tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer,
+};
 
 const V: &str = "2025-11-25";
 

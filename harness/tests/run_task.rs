@@ -10,9 +10,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasm_mcp_harness::mcp::connection::Connector;
 use wasm_mcp_harness::provider::openai::OpenAiProvider;
 use wasm_mcp_harness::run::task::ProviderChoice;
-use wasm_mcp_harness::testing::{openai_standin, tool, Behavior, FakeConfig, FakeServer};
 use wasm_mcp_harness::tools::naming::local_name;
 use wasm_mcp_harness::{run_task, RunOptions};
+use wasm_mcp_harness_testing::{openai_standin, tool, Behavior, FakeConfig, FakeServer};
 
 const POLICY: &str = r#"
 max_rounds = 8
