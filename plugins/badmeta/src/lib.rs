@@ -4,11 +4,19 @@
 
 /// (name, input schema, output schema)
 pub const DESCRIPTORS: &[(&str, &str, Option<&str>)] = &[
-    ("good_tool", r#"{"type":"object","properties":{}}"#, Some(r#"{"type":"object"}"#)),
+    (
+        "good_tool",
+        r#"{"type":"object","properties":{}}"#,
+        Some(r#"{"type":"object"}"#),
+    ),
     ("bad name!", r#"{"type":"object"}"#, None),
     ("not_object_schema", r#"{"type":"string"}"#, None),
     ("broken_json_schema", r#"{"type":"object""#, None),
-    ("invalid_schema", r#"{"type":"object","properties":{"a":{"type":"no-such-type"}}}"#, None),
+    (
+        "invalid_schema",
+        r#"{"type":"object","properties":{"a":{"type":"no-such-type"}}}"#,
+        None,
+    ),
     ("bad_output_schema", r#"{"type":"object"}"#, Some(r#"[]"#)),
     ("good_tool", r#"{"type":"object"}"#, None),
 ];
@@ -31,7 +39,12 @@ mod glue {
                     description: "x".repeat(5000),
                     input_schema: input.to_string(),
                     output_schema: output.map(str::to_string),
-                    annotations: Annotations { read_only: true, destructive: false, idempotent: true, open_world: false },
+                    annotations: Annotations {
+                        read_only: true,
+                        destructive: false,
+                        idempotent: true,
+                        open_world: false,
+                    },
                 })
                 .collect()
         }
@@ -39,7 +52,10 @@ mod glue {
         fn call(name: String, _args_json: String) -> Result<String, ToolError> {
             match name.as_str() {
                 "good_tool" => Ok("{}".into()),
-                _ => Err(ToolError { code: ErrorCode::UnknownTool, message: format!("unknown tool `{name}`") }),
+                _ => Err(ToolError {
+                    code: ErrorCode::UnknownTool,
+                    message: format!("unknown tool `{name}`"),
+                }),
             }
         }
     }
@@ -51,7 +67,10 @@ mod glue {
 mod tests {
     #[test]
     fn good_tool_is_declared_twice_on_purpose() {
-        let good = super::DESCRIPTORS.iter().filter(|d| d.0 == "good_tool").count();
+        let good = super::DESCRIPTORS
+            .iter()
+            .filter(|d| d.0 == "good_tool")
+            .count();
         assert_eq!(good, 2, "the duplicate is part of the test");
     }
 }

@@ -27,7 +27,11 @@ pub fn normalize(raw: &str) -> Result<String, ToolErr> {
             c => parts.push(c),
         }
     }
-    Ok(if parts.is_empty() { ".".to_string() } else { parts.join("/") })
+    Ok(if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts.join("/")
+    })
 }
 
 /// True for the worktree's git metadata (`.git`, a file in a linked
