@@ -403,8 +403,9 @@ impl ConnectionHandle {
     }
 
     /// Send one request with a timeout; the result is the raw JSON of the response.
-    /// (Raw JSON, not rmcp's typed results, so malformed tools can be reported
-    /// precisely and no client-side response cache is involved.)
+    /// rmcp's untagged `ServerResult` falls back to a custom result when one
+    /// tool entry is off, so callers deserialize the typed result (e.g.
+    /// `ListToolsResult`, `CallToolResult`) from this value once, themselves.
     pub async fn request(&self, req: ClientRequest, timeout: Duration) -> Result<Value, CallFault> {
         if !self.is_alive() {
             return Err(CallFault::NotConnected);

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ClientRequest, ListToolsRequest, PaginatedRequestParams};
+use rmcp::model::{ClientRequest, ListToolsRequest, ListToolsResult, PaginatedRequestParams};
 use serde::Deserialize;
 use serde_json::Value;
 use wasm_mcp_protocol::{compile_value, MissingType};
@@ -65,6 +65,21 @@ pub struct RawTool {
     pub annotations: Option<Value>,
 }
 
+/// Split one `tools/list` result into rmcp's typed [`ListToolsResult`]
+/// (without its tools) and the raw tool entries, read one by one so a broken
+/// entry is reported with its own error (and an unexposed one can be skipped).
+fn split_page(v: Value) -> Result<(ListToolsResult, Vec<Value>), DiscoveryError> {
+    let Value::Object(mut obj) = v else {
+        return Err(DiscoveryError::Malformed("result is not an object".into()));
+    };
+    let Some(Value::Array(entries)) = obj.insert("tools".into(), Value::Array(Vec::new())) else {
+        return Err(DiscoveryError::Malformed("missing `tools` array".into()));
+    };
+    let page = serde_json::from_value(Value::Object(obj))
+        .map_err(|e| DiscoveryError::Malformed(e.to_string()))?;
+    Ok((page, entries))
+}
+
 /// Fetch every page of `tools/list`.
 pub async fn list_all(
     conn: &ConnectionHandle,
@@ -84,34 +99,20 @@ pub async fn list_all(
             Some(p) => ListToolsRequest::with_param(p),
             None => ListToolsRequest::default(),
         });
-        let result = conn.request(req, timeout).await?;
-        let obj = result
-            .as_object()
-            .ok_or_else(|| DiscoveryError::Malformed("result is not an object".into()))?;
-        let page_tools = obj
-            .get("tools")
-            .and_then(Value::as_array)
-            .ok_or_else(|| DiscoveryError::Malformed("missing `tools` array".into()))?;
-        for t in page_tools {
+        let (page, entries) = split_page(conn.request(req, timeout).await?)?;
+        for t in entries {
             if tools.len() >= MAX_TOOLS {
                 return Err(DiscoveryError::TooManyTools);
             }
-            let raw: RawTool = serde_json::from_value(t.clone())
+            let raw: RawTool = serde_json::from_value(t)
                 .map_err(|e| DiscoveryError::Malformed(format!("tool entry: {e}")))?;
             tools.push(raw);
         }
-        match obj.get("nextCursor") {
-            None | Some(Value::Null) => break,
-            Some(Value::String(c)) => {
-                if !seen_cursors.insert(c.clone()) {
-                    return Err(DiscoveryError::RepeatedCursor(c.clone()));
-                }
-                cursor = Some(c.clone());
-            }
-            Some(other) => {
-                return Err(DiscoveryError::Malformed(format!("nextCursor: {other}")));
-            }
+        let Some(c) = page.next_cursor else { break };
+        if !seen_cursors.insert(c.clone()) {
+            return Err(DiscoveryError::RepeatedCursor(c));
         }
+        cursor = Some(c);
     }
     Ok(tools)
 }
