@@ -233,6 +233,33 @@ async fn adapter_validates_before_sending_and_maps_errors() {
 }
 
 #[tokio::test]
+async fn the_servers_error_kind_is_kept_for_tool_errors() {
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert(
+        "list_dir".into(),
+        Behavior::Result(json!({
+            "content": [{"type": "text", "text": "tool timed out"}],
+            "isError": true,
+            "_meta": {"wasm-mcp/errorKind": "timeout"},
+        })),
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, _d) = session(&fake, policy("")).await;
+    let r = s.registry();
+    let err = r
+        .invoke(&local_name("ws", "list_dir"), r#"{"path": "x"}"#)
+        .await;
+    assert_eq!(err.error(), Some(ErrorKind::ToolError));
+    assert_eq!(
+        err.server_error_kind(),
+        Some(wasm_mcp_protocol::ErrorKind::Timeout)
+    );
+    let ok = r.invoke(&read_file(), r#"{"path": "x"}"#).await;
+    assert_eq!(ok.server_error_kind(), None);
+    s.shutdown().await;
+}
+
+#[tokio::test]
 async fn output_contract_violation_goes_to_audit_not_model() {
     let mut cfg = FakeConfig {
         pages: vec![vec![tool_with_output("read_file"), tool("list_dir")]],

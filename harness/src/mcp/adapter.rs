@@ -19,6 +19,7 @@ use rmcp::model::{
     ResourceContents, ResultType,
 };
 use serde_json::{Map, Value};
+use wasm_mcp_protocol::{ErrorKind as ServerErrorKind, ERROR_KIND_META};
 
 use crate::mcp::connection::ConnectionHandle;
 use crate::run::policy::{ArtifactMode, Policy, ToolPolicy};
@@ -243,6 +244,7 @@ impl McpToolHandler {
         }
         Ok(HandlerOutput {
             is_error: result.is_error.unwrap_or(false),
+            server_kind: server_error_kind(&result),
             text: texts.join("\n"),
             // `"structuredContent": null` is no structured content (the text is the result).
             structured: result.structured_content.filter(|v| !v.is_null()),
@@ -251,6 +253,12 @@ impl McpToolHandler {
             attempts: 1,
         })
     }
+}
+
+/// The server's classification of an error result (`_meta[ERROR_KIND_META]`).
+fn server_error_kind(result: &CallToolResult) -> Option<ServerErrorKind> {
+    let meta = result.meta.as_ref()?;
+    ServerErrorKind::parse(meta.get(ERROR_KIND_META)?.as_str()?)
 }
 
 /// A base64 payload, decoded. Undecodable data is an error: nothing is
@@ -340,6 +348,12 @@ mod tests {
         assert_eq!(r.is_error, Some(true));
         assert_eq!(r.structured_content, Some(json!({"a": 1})));
         assert_eq!(blocks.len(), 1);
+        assert_eq!(server_error_kind(&r), None);
+        let (r, _) = split_result(json!({
+            "content": [], "isError": true, "_meta": {"wasm-mcp/errorKind": "memory_limit"}
+        }))
+        .unwrap();
+        assert_eq!(server_error_kind(&r), Some(ServerErrorKind::MemoryLimit));
         assert!(split_result(json!([1])).is_err());
         assert!(split_result(json!({"isError": "yes"})).is_err());
     }

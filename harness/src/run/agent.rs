@@ -124,6 +124,7 @@ pub async fn run_loop(
                     "stages": outcome.stages,
                     "state": outcome.state(),
                     "error": outcome.error(),
+                    "server_error_kind": outcome.server_error_kind().map(|k| k.as_str()),
                     "fault": outcome.fault().map(ToString::to_string),
                     "attempts": outcome.attempts,
                     "artifacts": outcome.artifacts,

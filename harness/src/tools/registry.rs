@@ -22,7 +22,7 @@ use crate::tools::naming::Binding;
 use crate::tools::tool::Tool;
 use crate::BoxFut;
 use wasm_mcp_protocol::text::truncate_marked;
-use wasm_mcp_protocol::validate;
+use wasm_mcp_protocol::{validate, ErrorKind as ServerErrorKind};
 
 /// Max characters of tool output given to the model.
 pub const MAX_MODEL_TEXT: usize = 64 * 1024;
@@ -32,6 +32,8 @@ pub const MAX_MODEL_TEXT: usize = 64 * 1024;
 pub struct HandlerOutput {
     /// `isError` from the server: the tool ran and reported failure.
     pub is_error: bool,
+    /// The server's error kind for an `isError` result, when it names one.
+    pub server_kind: Option<ServerErrorKind>,
     /// Text for the model (content blocks converted; artifacts referenced).
     pub text: String,
     pub structured: Option<Value>,
@@ -125,8 +127,9 @@ pub enum ErrorKind {
 pub enum Failure {
     /// Stopped before the request (no request was sent).
     Stopped(ErrorKind),
-    /// The server answered and the tool reported an error.
-    ToolError,
+    /// The server answered and the tool reported an error (of the server's
+    /// kind, when it names one: timeout, memory limit, ...).
+    ToolError(Option<ServerErrorKind>),
     /// The server answered with content the policy refuses.
     ContentRefused,
     /// No answer (or a JSON-RPC error): see the fault.
@@ -139,7 +142,7 @@ impl Failure {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Failure::Stopped(k) => *k,
-            Failure::ToolError => ErrorKind::ToolError,
+            Failure::ToolError(_) => ErrorKind::ToolError,
             Failure::ContentRefused => ErrorKind::ContentRefused,
             Failure::Fault(_) => ErrorKind::Fault,
             Failure::Contract { .. } => ErrorKind::Contract,
@@ -217,6 +220,14 @@ impl ToolOutcome {
             Some(Failure::Fault(f)) => f.state(),
             _ if self.sent => CallState::Completed,
             _ => CallState::NotSent,
+        }
+    }
+
+    /// The server's own kind for a tool error (`_meta["wasm-mcp/errorKind"]`).
+    pub fn server_error_kind(&self) -> Option<ServerErrorKind> {
+        match &self.failure {
+            Some(Failure::ToolError(kind)) => *kind,
+            _ => None,
         }
     }
 
@@ -470,7 +481,7 @@ fn check_output(spec: &RegisteredTool, local: &str, output: HandlerOutput) -> Re
             output.text
         };
         return Err(Stop {
-            failure: Failure::ToolError,
+            failure: Failure::ToolError(output.server_kind),
             message: cap(text),
         });
     }
