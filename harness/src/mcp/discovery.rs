@@ -48,10 +48,11 @@ pub enum DiscoveryError {
     MissingAllowedTools(Vec<String>),
 }
 
-/// A tool exactly as listed by the server (fields kept as raw JSON).
+/// A `tools/list` entry as the server sent it, read leniently (schemas kept as
+/// raw JSON) so a broken entry is reported by name, or skipped when not exposed.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RawTool {
+pub struct ListedTool {
     pub name: String,
     #[serde(default)]
     pub title: Option<String>,
@@ -84,7 +85,7 @@ fn split_page(v: Value) -> Result<(ListToolsResult, Vec<Value>), DiscoveryError>
 pub async fn list_all(
     conn: &ConnectionHandle,
     timeout: Duration,
-) -> Result<Vec<RawTool>, DiscoveryError> {
+) -> Result<Vec<ListedTool>, DiscoveryError> {
     let mut tools = Vec::new();
     let mut seen_cursors = HashSet::new();
     let mut cursor: Option<String> = None;
@@ -104,7 +105,7 @@ pub async fn list_all(
             if tools.len() >= MAX_TOOLS {
                 return Err(DiscoveryError::TooManyTools);
             }
-            let raw: RawTool = serde_json::from_value(t)
+            let raw: ListedTool = serde_json::from_value(t)
                 .map_err(|e| DiscoveryError::Malformed(format!("tool entry: {e}")))?;
             tools.push(raw);
         }
@@ -127,7 +128,7 @@ fn is_object_schema(v: &Value) -> bool {
 /// Duplicates and limits are checked over the whole listing; schema checks only
 /// for tools the policy exposes (a broken tool that is never exposed does not
 /// break the task).
-pub fn select(policy: &ServerPolicy, raw: Vec<RawTool>) -> Result<Vec<Tool>, DiscoveryError> {
+pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Vec<Tool>, DiscoveryError> {
     let mut names = HashSet::new();
     for t in &raw {
         if !names.insert(t.name.clone()) {
@@ -215,7 +216,7 @@ mod tests {
         Policy::from_toml(&toml).unwrap().servers.remove(0)
     }
 
-    fn raw(name: &str, schema: Value) -> RawTool {
+    fn raw(name: &str, schema: Value) -> ListedTool {
         serde_json::from_value(json!({"name": name, "description": "d", "inputSchema": schema}))
             .unwrap()
     }
