@@ -6,12 +6,44 @@ use std::time::Duration;
 /// block) stays below a 16 MiB frame.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 5 << 20;
 
+/// Plugin loads (`list-tools`) running at once. They have their own
+/// instance slots, so loading never takes a slot from a call.
+pub const LOAD_SLOTS: usize = 4;
+
+/// What one component instance may contain. Instantiating a component with
+/// more fails (the plugin is refused at load). The pooling allocator is
+/// sized as `(max_concurrency + LOAD_SLOTS) ×` these, so calls admitted by
+/// the concurrency limits can never exhaust it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ComponentMax {
+    pub core_instances: u32,
+    pub memories: u32,
+    pub tables: u32,
+}
+
+impl Default for ComponentMax {
+    fn default() -> Self {
+        // A componentized Rust plugin has about 5 core instances, 2 memories
+        // and 2 tables (module, WASI adapter, shims).
+        ComponentMax {
+            core_instances: 16,
+            memories: 4,
+            tables: 16,
+        }
+    }
+}
+
 /// Limits applied to every tool call (and to `list-tools` at load time).
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Wall-clock deadline of one call, enforced with epoch interruption.
+    /// Wall-clock deadline of one call, from its arrival (waiting for a slot
+    /// included) to its end, wherever the guest is (wasm code or a host call).
     pub timeout: Duration,
-    /// Maximum linear memory of one instance, in bytes (StoreLimits).
+    /// Deadline of one plugin's `list-tools` at load or reload (its wait for a
+    /// load slot is bounded by the same budget per scan).
+    pub load_timeout: Duration,
+    /// Memory of one call's store: all its linear memories and tables
+    /// together (tables count pointer-sized elements), in bytes.
     pub memory_bytes: usize,
     /// Maximum size of a tool's JSON result, in bytes. The default keeps a
     /// whole `tools/call` response (the result twice: `structuredContent`
@@ -20,22 +52,149 @@ pub struct Limits {
     pub max_output_bytes: usize,
     /// Bytes of guest stdout/stderr kept for the log (the rest is dropped).
     pub max_log_bytes: usize,
-    /// Tool calls running at once; further calls wait.
+    /// Tool calls running at once; further calls wait (until their deadline).
     pub max_concurrency: usize,
+    /// Calls of one plugin running at once (`None`: half of
+    /// `max_concurrency`, rounded up), so one plugin cannot take every slot.
+    pub max_concurrency_per_plugin: Option<usize>,
+    /// What one component may contain (sizes the instance pool).
+    pub per_component: ComponentMax,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             timeout: Duration::from_secs(10),
+            load_timeout: Duration::from_secs(5),
             memory_bytes: 256 << 20,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             max_log_bytes: 64 << 10,
             max_concurrency: 16,
+            max_concurrency_per_plugin: None,
+            per_component: ComponentMax::default(),
         }
+    }
+}
+
+impl Limits {
+    /// Calls of one plugin that may run at once (at least 1, at most
+    /// `max_concurrency`).
+    pub fn plugin_share(&self) -> usize {
+        let max = self.max_concurrency.max(1);
+        self.max_concurrency_per_plugin
+            .unwrap_or(max.div_ceil(2))
+            .clamp(1, max)
+    }
+
+    /// Component instances alive at once: one per call slot and load slot.
+    pub fn instance_slots(&self) -> u32 {
+        (self.max_concurrency.max(1) + LOAD_SLOTS) as u32
     }
 }
 
 /// Period of the epoch ticker: guests yield to the executor this often,
 /// and deadlines are checked at this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// The memory budget of one store (one call): every linear memory and table
+/// of every core instance of the call counts against one total, including
+/// the initial allocations made at instantiation. Going over traps, and
+/// [`StoreLimiter::exceeded`] tells the memory limit apart from other traps.
+#[derive(Debug)]
+pub struct StoreLimiter {
+    budget: usize,
+    used: usize,
+    /// The last charge, refunded if wasmtime reports that growth failed.
+    last: usize,
+    exceeded: bool,
+    per_component: ComponentMax,
+}
+
+/// Bytes a table element takes in wasmtime (pointer-sized).
+const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
+
+impl StoreLimiter {
+    pub fn new(budget: usize, per_component: ComponentMax) -> Self {
+        StoreLimiter {
+            budget,
+            used: 0,
+            last: 0,
+            exceeded: false,
+            per_component,
+        }
+    }
+
+    /// Did the call try to go over its memory budget?
+    pub fn exceeded(&self) -> bool {
+        self.exceeded
+    }
+
+    /// Bytes of memories and tables the store holds now.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    fn charge(&mut self, bytes: usize) -> wasmtime::Result<bool> {
+        match self.used.checked_add(bytes) {
+            Some(total) if total <= self.budget => {
+                self.used = total;
+                self.last = bytes;
+                Ok(true)
+            }
+            _ => {
+                self.exceeded = true;
+                wasmtime::bail!(
+                    "memory limit: the call's memories and tables would take more than {} bytes",
+                    self.budget
+                )
+            }
+        }
+    }
+
+    fn refund_last(&mut self) {
+        self.used -= std::mem::take(&mut self.last);
+    }
+}
+
+impl wasmtime::ResourceLimiter for StoreLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.charge(desired.saturating_sub(current))
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.refund_last();
+        Ok(())
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let elements = desired.saturating_sub(current);
+        self.charge(elements.saturating_mul(TABLE_ELEMENT_BYTES))
+    }
+
+    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.refund_last();
+        Ok(())
+    }
+
+    fn instances(&self) -> usize {
+        self.per_component.core_instances as usize
+    }
+
+    fn memories(&self) -> usize {
+        self.per_component.memories as usize
+    }
+
+    fn tables(&self) -> usize {
+        self.per_component.tables as usize
+    }
+}

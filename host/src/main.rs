@@ -71,10 +71,13 @@ struct CommonArgs {
     /// Do not read or write the compile cache.
     #[arg(long)]
     no_cache: bool,
-    /// Per-call deadline in milliseconds.
+    /// Per-call deadline in milliseconds (waiting for a slot included).
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
-    /// Per-instance memory limit in MiB.
+    /// Deadline of one plugin's `list-tools` at load/reload, in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    load_timeout_ms: u64,
+    /// Memory limit of one call in MiB: all its memories and tables together.
     #[arg(long, default_value_t = 256)]
     memory_mb: usize,
     /// Largest tool result in bytes.
@@ -83,6 +86,9 @@ struct CommonArgs {
     /// Tool calls running at once.
     #[arg(long, default_value_t = 16)]
     max_concurrency: usize,
+    /// Calls of one plugin running at once [default: half of --max-concurrency, rounded up].
+    #[arg(long)]
+    max_concurrency_per_plugin: Option<usize>,
     /// Mount the worktree read-only.
     #[arg(long)]
     read_only: bool,
@@ -122,6 +128,8 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
         memory_bytes: c.memory_mb << 20,
         max_output_bytes: c.max_output_bytes,
         max_concurrency: c.max_concurrency.max(1),
+        max_concurrency_per_plugin: c.max_concurrency_per_plugin,
+        load_timeout: Duration::from_millis(c.load_timeout_ms),
         ..Limits::default()
     };
     let access = if c.read_only {
