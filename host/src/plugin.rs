@@ -276,8 +276,9 @@ impl Plugin {
     }
 
     /// Run one tool call in a fresh instance that ends by `deadline`,
-    /// wherever the guest is then (wasm code or any host call: clocks, poll,
-    /// streams, filesystem); its instance is dropped.
+    /// wherever the guest is then (wasm code or an async host call: clocks,
+    /// poll, streams); its store and instance are dropped. (File operations
+    /// run synchronously on this thread: see the README's sandbox table.)
     pub async fn call_until(
         &self,
         sandbox: &Sandbox,
