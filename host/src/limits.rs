@@ -198,3 +198,41 @@ impl wasmtime::ResourceLimiter for StoreLimiter {
         self.per_component.tables as usize
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::ResourceLimiter;
+
+    #[test]
+    fn a_plugin_gets_half_the_slots_unless_told_otherwise() {
+        let with = |max, per| Limits {
+            max_concurrency: max,
+            max_concurrency_per_plugin: per,
+            ..Limits::default()
+        };
+        assert_eq!(with(16, None).plugin_share(), 8);
+        assert_eq!(with(3, None).plugin_share(), 2);
+        assert_eq!(with(1, None).plugin_share(), 1);
+        assert_eq!(with(4, Some(1)).plugin_share(), 1);
+        assert_eq!(with(4, Some(9)).plugin_share(), 4);
+        assert_eq!(with(4, Some(0)).plugin_share(), 1);
+        assert_eq!(with(4, None).instance_slots(), 4 + LOAD_SLOTS as u32);
+    }
+
+    #[test]
+    fn memories_and_tables_share_one_budget() {
+        let mut l = StoreLimiter::new(1 << 20, ComponentMax::default());
+        assert!(l.memory_growing(0, 512 << 10, None).unwrap());
+        assert!(l.table_growing(0, 1024, None).unwrap());
+        assert_eq!(l.used(), (512 << 10) + 1024 * TABLE_ELEMENT_BYTES);
+        // A failed growth is refunded.
+        assert!(l.memory_growing(0, 256 << 10, None).unwrap());
+        l.memory_grow_failed(wasmtime::format_err!("no")).unwrap();
+        assert_eq!(l.used(), (512 << 10) + 1024 * TABLE_ELEMENT_BYTES);
+        assert!(!l.exceeded());
+        // Another memory that alone would fit does not fit with the rest.
+        assert!(l.memory_growing(0, 512 << 10, None).is_err());
+        assert!(l.exceeded());
+    }
+}
