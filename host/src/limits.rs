@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::disk_budget::DiskLimits;
+
 /// Default result cap: 5 MiB, so 5 + 2 × 5 (worst-case escaping of the text
 /// block) stays below a 16 MiB frame.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 5 << 20;
@@ -22,6 +24,8 @@ pub struct Limits {
     pub max_log_bytes: usize,
     /// Tool calls running at once; further calls wait.
     pub max_concurrency: usize,
+    /// What tools may add to the worktree, per call and in total.
+    pub disk: DiskLimits,
 }
 
 impl Default for Limits {
@@ -32,6 +36,7 @@ impl Default for Limits {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             max_log_bytes: 64 << 10,
             max_concurrency: 16,
+            disk: DiskLimits::default(),
         }
     }
 }
