@@ -135,7 +135,7 @@ fn sparse_files_cost_their_apparent_size() {
 
 #[test]
 fn entry_storms_stop_at_the_call_budget() {
-    for tool in ["many_files", "mkdir_storm"] {
+    for tool in ["many_files", "mkdir_storm", "link_storm"] {
         let (r, u) = bomb(tool, json!({"count": 100_000}));
         assert_quota(&r, tool);
         assert!(text_of(&r).contains("--max-files-created"), "{tool}: {r}");

@@ -7,7 +7,9 @@
 //! streams (the wasip1 adapter's `fd_write` / `fd_pwrite`), `set-size`
 //! growth, and the holes a write past the end of a file opens (a sparse
 //! file costs its apparent size); `open-at` that creates a file,
-//! `create-directory-at`, `symlink-at`, `link-at`. Everything else is
+//! `create-directory-at`, `symlink-at` (an entry plus its target's bytes),
+//! `link-at`. Rewriting bytes that already exist is charged as written
+//! (the budgets count writes, not net growth; deleting refunds nothing). Everything else is
 //! passed through unchanged. A refused operation fails in the guest with
 //! `insufficient-space` (`file-too-large` for the size limit) and the call
 //! remembers why, so the host reports `quota_exceeded`.
@@ -121,6 +123,7 @@ impl GuardedFs<'_> {
         Ok(self.fs.table.push(metered)?)
     }
 
+    /// Runs `op`, which creates one entry, if the budget has room for it.
     async fn create_entry<F: std::future::Future<Output = FsResult<R>>, R>(
         budget: &CallBudget,
         op: F,
@@ -232,8 +235,13 @@ impl HostDescriptor for GuardedFs<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
-        let budget = self.budget;
-        Self::create_entry(budget, self.fs.symlink_at(fd, src_path, dest_path)).await
+        // The link's target is stored on disk too (up to a page each).
+        let cost = Cost {
+            bytes: src_path.len() as u64,
+            entries: 1,
+        };
+        let charge = self.budget.charge(cost)?;
+        charge.settle(self.fs.symlink_at(fd, src_path, dest_path).await)
     }
 
     async fn link_at(

@@ -35,6 +35,7 @@ pub fn tools() -> Vec<Tool> {
             obj(json!({"path": s, "chunk": int, "max": int})),
         ),
         t("write_small", obj(json!({"path": s, "bytes": int}))),
+        t("link_storm", obj(json!({"dir": s, "count": int}))),
     ]
 }
 
@@ -109,6 +110,34 @@ fn pwrite(f: &std::fs::File, buf: &[u8], offset: u64) -> std::io::Result<usize> 
     }
 }
 
+/// `path_symlink` straight from the preview1 import (std has no stable
+/// `symlink` on WASI). `dir` is the preopened worktree (fd 3).
+#[cfg(target_os = "wasi")]
+fn symlink(target: &str, link: &str) -> std::io::Result<()> {
+    #[link(wasm_import_module = "wasi_snapshot_preview1")]
+    extern "C" {
+        fn path_symlink(
+            old: *const u8,
+            old_len: usize,
+            fd: i32,
+            new: *const u8,
+            new_len: usize,
+        ) -> u16;
+    }
+    // SAFETY: both pointers and lengths describe live UTF-8 buffers.
+    let errno =
+        unsafe { path_symlink(target.as_ptr(), target.len(), 3, link.as_ptr(), link.len()) };
+    match errno {
+        0 => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e as i32)),
+    }
+}
+
+#[cfg(not(target_os = "wasi"))]
+fn symlink(target: &str, link: &str) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
 #[cfg(not(target_os = "wasi"))]
 fn pwrite(f: &std::fs::File, buf: &[u8], offset: u64) -> std::io::Result<usize> {
     std::os::unix::fs::FileExt::write_at(f, buf, offset)
@@ -171,6 +200,22 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, Failure> {
             pwrite(&f, b"x", offset).map_err(io("pwrite"))?;
             json!({"end": offset + 1})
         }
+        // Alternating hard links and symlinks with long targets.
+        "link_storm" => {
+            std::fs::create_dir_all(&dir).map_err(io("mkdir"))?;
+            std::fs::write(format!("{dir}/base"), b"x").map_err(io("base"))?;
+            let target = "t".repeat(1000);
+            let count = a.u64("count", 100_000);
+            for i in 0..count {
+                let r = if i % 2 == 0 {
+                    std::fs::hard_link(format!("{dir}/base"), format!("{dir}/h{i}"))
+                } else {
+                    symlink(&target, &format!("{dir}/s{i}"))
+                };
+                r.map_err(|e| stopped("link", i, e))?;
+            }
+            json!({"created": count})
+        }
         "write_small" => {
             let bytes = a.u64("bytes", 1024) as usize;
             std::fs::write(&path, vec![b'y'; bytes]).map_err(io("write"))?;
@@ -229,7 +274,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 8);
+        assert_eq!(super::tools().len(), 9);
         assert!(super::call("nope", "{}").unwrap_err().0);
     }
 }
