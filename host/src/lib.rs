@@ -9,6 +9,8 @@
 
 pub mod cache;
 pub mod catalog;
+pub mod disk_budget;
+pub mod disk_guard;
 pub mod limits;
 pub mod logpipe;
 pub mod plugin;

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::disk_budget::DiskLimits;
+
 /// Default result cap: 5 MiB, so 5 + 2 × 5 (worst-case escaping of the text
 /// block) stays below a 16 MiB frame.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 5 << 20;
@@ -59,6 +61,8 @@ pub struct Limits {
     pub max_concurrency_per_plugin: Option<usize>,
     /// What one component may contain (sizes the instance pool).
     pub per_component: ComponentMax,
+    /// What tools may add to the worktree, per call and in total.
+    pub disk: DiskLimits,
 }
 
 impl Default for Limits {
@@ -72,6 +76,7 @@ impl Default for Limits {
             max_concurrency: 16,
             max_concurrency_per_plugin: None,
             per_component: ComponentMax::default(),
+            disk: DiskLimits::default(),
         }
     }
 }

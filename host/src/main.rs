@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
 use wasm_mcp_host::cache::ComponentCache;
+use wasm_mcp_host::disk_budget::DiskLimits;
 use wasm_mcp_host::registry::{Outcome, Registry};
 use wasm_mcp_host::sandbox::{Clocks, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
@@ -89,6 +90,21 @@ struct CommonArgs {
     /// Calls of one plugin running at once [default: half of --max-concurrency, rounded up].
     #[arg(long)]
     max_concurrency_per_plugin: Option<usize>,
+    /// Bytes one call may write to the worktree (holes in sparse files count).
+    #[arg(long, default_value_t = DiskLimits::default().call_bytes)]
+    max_write_bytes: u64,
+    /// Files, directories and links one call may create.
+    #[arg(long, default_value_t = DiskLimits::default().call_entries)]
+    max_files_created: u64,
+    /// Largest size a call may give a file (by writing or truncating it up).
+    #[arg(long, default_value_t = DiskLimits::default().max_file_size)]
+    max_file_size: u64,
+    /// Bytes all calls of this server may write to the worktree together.
+    #[arg(long, default_value_t = DiskLimits::default().worktree_bytes)]
+    worktree_write_bytes: u64,
+    /// Entries all calls of this server may create in the worktree together.
+    #[arg(long, default_value_t = DiskLimits::default().worktree_entries)]
+    worktree_files_created: u64,
     /// Mount the worktree read-only.
     #[arg(long)]
     read_only: bool,
@@ -130,6 +146,13 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
         max_concurrency: c.max_concurrency.max(1),
         max_concurrency_per_plugin: c.max_concurrency_per_plugin,
         load_timeout: Duration::from_millis(c.load_timeout_ms),
+        disk: DiskLimits {
+            call_bytes: c.max_write_bytes,
+            call_entries: c.max_files_created,
+            max_file_size: c.max_file_size,
+            worktree_bytes: c.worktree_write_bytes,
+            worktree_entries: c.worktree_files_created,
+        },
         ..Limits::default()
     };
     let access = if c.read_only {

@@ -12,6 +12,7 @@ use wasmtime::component::Component;
 use wasmtime::{PoolConcurrencyLimitError, Trap};
 
 use crate::cache::{sha256_hex, CacheOutcome, ComponentCache};
+use crate::disk_budget::Exceeded;
 use crate::sandbox::{Sandbox, StoreState};
 
 wasmtime::component::bindgen!({
@@ -48,6 +49,12 @@ pub enum CallError {
     MemoryLimit { bytes: usize },
     /// The result was larger than the output cap.
     OutputTooLarge { bytes: usize, cap: usize },
+    /// The call ran into a disk budget (its outcome is replaced by this);
+    /// `tool_said` is the start of the tool's own error, if it returned one.
+    QuotaExceeded {
+        exceeded: Exceeded,
+        tool_said: Option<String>,
+    },
     /// Any other trap (panic, unreachable, stack overflow, ...).
     Trap(String),
     /// The host could not set up the call (instantiate failed, ...).
@@ -100,6 +107,19 @@ impl std::fmt::Display for CallError {
                 f,
                 "tool output of {bytes} bytes exceeds the cap of {cap} bytes"
             ),
+            CallError::QuotaExceeded {
+                exceeded,
+                tool_said,
+            } => {
+                write!(
+                    f,
+                    "tool exceeded its disk quota and was refused: {exceeded}"
+                )?;
+                match tool_said {
+                    Some(m) => write!(f, "; the tool reported: {m}"),
+                    None => Ok(()),
+                }
+            }
             CallError::Trap(m) => write!(f, "tool crashed (trap): {m}"),
             CallError::Host(m) => write!(f, "host error: {m}"),
             CallError::Busy(slot) => write!(
@@ -118,6 +138,7 @@ impl CallError {
             CallError::Timeout { .. } => "timeout",
             CallError::MemoryLimit { .. } => "memory_limit",
             CallError::OutputTooLarge { .. } => "output_too_large",
+            CallError::QuotaExceeded { .. } => "quota_exceeded",
             CallError::Trap(_) => "trap",
             CallError::Host(_) => "host_error",
             CallError::Busy(_) => "busy",
@@ -298,6 +319,16 @@ impl Plugin {
         let (err, dropped_err) = store.data().stderr.take();
         if !out.is_empty() || !err.is_empty() {
             tracing::debug!(tool, stdout = %out, stderr = %err, dropped = dropped_out + dropped_err, "guest output");
+        }
+        if let Some(exceeded) = store.data().disk.exceeded() {
+            let tool_said = match &result {
+                Ok(Err(e)) => Some(e.message.chars().take(300).collect()),
+                _ => None,
+            };
+            return Err(CallError::QuotaExceeded {
+                exceeded,
+                tool_said,
+            });
         }
         match result {
             Ok(Ok(text)) => {

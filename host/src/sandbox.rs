@@ -9,8 +9,11 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, UpdateDeadline};
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::disk_budget::{CallBudget, WorktreeUsage};
+use crate::disk_guard::GuardedFs;
 use crate::limits::{Limits, StoreLimiter, EPOCH_TICK};
 use crate::logpipe::LogPipe;
 
@@ -68,6 +71,8 @@ pub struct StoreState {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: StoreLimiter,
+    /// What this call may still add to the worktree.
+    pub disk: CallBudget,
     pub stdout: LogPipe,
     pub stderr: LogPipe,
 }
@@ -95,6 +100,8 @@ pub struct Sandbox {
     worktree: Option<PathBuf>,
     access: FsAccess,
     limits: Limits,
+    /// What all calls together have added to the worktree.
+    disk_usage: Arc<WorktreeUsage>,
     /// `Some(wall time)` when clocks are frozen.
     frozen_at: Option<std::time::Duration>,
     _ticker: EpochTicker,
@@ -114,6 +121,13 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(anyhow::Error::from)
             .context("adding WASI 0.2 to the linker")?;
+        crate::disk_guard::add_to_linker(&mut linker, |s: &mut StoreState| GuardedFs {
+            fs: WasiFilesystemCtxView {
+                ctx: s.wasi.filesystem(),
+                table: &mut s.table,
+            },
+            budget: &s.disk,
+        })?;
         let worktree = match worktree {
             Some(w) => Some(
                 w.canonicalize()
@@ -137,6 +151,7 @@ impl Sandbox {
             worktree,
             access,
             limits,
+            disk_usage: Arc::default(),
             frozen_at,
             _ticker: ticker,
         })
@@ -187,6 +202,7 @@ impl Sandbox {
             wasi: b.build(),
             table: ResourceTable::new(),
             limiter: StoreLimiter::new(self.limits.memory_bytes, self.limits.per_component),
+            disk: CallBudget::new(self.limits.disk, self.disk_usage.clone()),
             stdout,
             stderr,
         };
