@@ -137,11 +137,30 @@ fn named_plugin_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// Compiles the plugins of `plugins` into the shared test cache (untimed),
+/// so timed start-ups measure loading, not a cold debug-build compile.
+fn warm_cache(wt: &Path, plugins: &Path) {
+    let status = std::process::Command::new(support::server_bin())
+        .args(["tools", "--load-timeout-ms", "100", "--cache-dir"])
+        .arg(support::cache_dir())
+        .arg("--worktree")
+        .arg(wt)
+        .arg("--plugins")
+        .arg(plugins)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Starts a server (cache warmed first); returns how long initialize took.
 fn spawn_timed(
     wt: &Path,
     plugins: &Path,
     extra: &[&str],
 ) -> (Server, support::ServerLog, Duration) {
+    warm_cache(wt, plugins);
     let t = Instant::now();
     let (s, log) = Server::start_logged(wt, plugins, extra);
     (s, log, t.elapsed())

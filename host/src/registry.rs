@@ -159,9 +159,12 @@ impl Registry {
         }
         changed_files |= loaded.len() != next.len();
         *loaded = next;
-        if !changed_files {
-            return Ok(false);
-        }
+        Ok(changed_files && self.publish(&loaded))
+    }
+
+    /// Builds and swaps in the catalog of `loaded`; true when the published
+    /// tool list changed.
+    fn publish(&self, loaded: &Seen) -> bool {
         // BTreeMap order = file-name order: the first plugin defining a name wins.
         let plugins: Vec<Arc<Plugin>> = loaded.values().filter_map(|(_, p)| p.clone()).collect();
         let old = self.catalog();
@@ -182,7 +185,7 @@ impl Registry {
             "catalog built"
         );
         *self.catalog.write().unwrap() = Arc::new(new);
-        Ok(changed)
+        changed
     }
 
     /// Loads `files` concurrently: in file-name order each waits for a
