@@ -127,6 +127,7 @@ impl GuardedFs<'_> {
             inner,
             file,
             pos,
+            base: None,
             budget: self.budget.clone(),
         });
         Ok(self.fs.table.push(metered)?)
@@ -449,13 +450,27 @@ struct MeteredStream {
     /// Where the next write lands; `None` for an appending stream (at the
     /// end of the file).
     pos: Option<u64>,
+    /// A positioned stream: the file's size at its first write.
+    base: Option<u64>,
     budget: CallBudget,
 }
 
 impl MeteredStream {
+    /// The size to charge a write at `start` against. A positioned stream
+    /// reads it once: after its first write (which paid for any hole before
+    /// it) every byte below `pos` is paid for, whatever else happened to
+    /// the file, so it writes on without another `fstat` per chunk.
+    fn size_before(&mut self, start: Option<u64>) -> u64 {
+        match (start, self.base) {
+            (Some(p), Some(base)) => base.max(p),
+            (Some(_), None) => *self.base.insert(file_len(&self.file)),
+            (None, _) => file_len(&self.file),
+        }
+    }
+
     fn admit(&mut self, len: usize) -> StreamResult<Charge> {
         let len = len as u64;
-        let size = file_len(&self.file);
+        let size = self.size_before(self.pos);
         let start = self.pos.unwrap_or(size);
         let charge = admit_write(&self.budget, size, start, len)
             .map_err(|e| StreamError::LastOperationFailed(e.into()))?;
