@@ -521,3 +521,35 @@ impl OutputStream for MeteredStream {
         self.inner.cancel().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk_budget::{DiskLimits, WorktreeUsage};
+
+    #[test]
+    fn a_write_pays_for_the_hole_before_it() {
+        let usage = Arc::new(WorktreeUsage::default());
+        let limits = DiskLimits {
+            call_bytes: 500,
+            max_file_size: 600,
+            ..DiskLimits::default()
+        };
+        let b = CallBudget::new(limits, usage.clone());
+        // 10 bytes at offset 100 of a 40-byte file: 60 bytes of hole + 10.
+        let _ = admit_write(&b, 40, 100, 10).unwrap();
+        assert_eq!(usage.bytes(), 70);
+        // Inside the file: only the bytes.
+        let _ = admit_write(&b, 110, 0, 10).unwrap();
+        assert_eq!(usage.bytes(), 80);
+        assert_eq!(
+            admit_write(&b, 0, 595, 10).err(),
+            Some(Exceeded::FileSize(600))
+        );
+        assert_eq!(
+            admit_write(&b, 0, 590, 10).err(),
+            Some(Exceeded::CallBytes(500))
+        );
+        assert_eq!(usage.bytes(), 80);
+    }
+}
