@@ -216,6 +216,30 @@ fn defaults_stop_a_terabyte_sparse_file_and_allow_normal_writes() {
     );
 }
 
+#[test]
+fn a_read_only_worktree_refuses_writes_as_before_not_as_quota() {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("bomb.bin"), "x").unwrap();
+    let tight = [
+        "--read-only",
+        "--max-write-bytes",
+        "0",
+        "--max-files-created",
+        "0",
+    ];
+    let (mut s, _p) = start_bombs(wt.path(), &tight);
+    for (tool, args) in [
+        ("big_file", json!({})),
+        ("append_bomb", json!({})),
+        ("mkdir_storm", json!({"count": 3})),
+    ] {
+        let r = s.call(tool, args);
+        assert!(is_error(&r), "{tool}: {r}");
+        assert_eq!(error_kind(&r), "tool_error", "{tool}: {r}");
+    }
+    assert_eq!(usage(wt.path()).entries, 1);
+}
+
 /// Every file under `dir` with its content.
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();

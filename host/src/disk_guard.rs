@@ -84,11 +84,20 @@ fn file_len(file: &std::fs::File) -> u64 {
 }
 
 impl GuardedFs<'_> {
-    /// The OS file behind `fd`, if it is an open file.
+    /// The OS file behind `fd`, if it is a file the guest may write (for
+    /// anything else wasmtime-wasi's own answer is passed through).
     fn os_file(&self, fd: &Resource<Descriptor>) -> FsResult<Option<Arc<std::fs::File>>> {
         Ok(match self.fs.table.get(fd)? {
-            Descriptor::File(f) => Some(f.file.clone()),
-            Descriptor::Dir(_) => None,
+            Descriptor::File(f) if !f.perms.write_not_permitted() => Some(f.file.clone()),
+            _ => None,
+        })
+    }
+
+    /// Whether `fd` is a directory the guest may create entries in.
+    fn writable_dir(&self, fd: &Resource<Descriptor>) -> FsResult<bool> {
+        Ok(match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) => !d.perms.write_not_permitted(),
+            Descriptor::File(_) => false,
         })
     }
 
@@ -118,17 +127,25 @@ impl GuardedFs<'_> {
             inner,
             file,
             pos,
+            base: None,
             budget: self.budget.clone(),
         });
         Ok(self.fs.table.push(metered)?)
     }
 
-    /// Runs `op`, which creates one entry, if the budget has room for it.
-    async fn create_entry<F: std::future::Future<Output = FsResult<R>>, R>(
+    /// Runs `op`, which adds `cost` to the disk, if the budget has room for
+    /// it; a failed `op` is refunded. Where the guest may not write at all
+    /// (`charge` false) wasmtime-wasi's own refusal is passed through.
+    async fn charged<F: std::future::Future<Output = FsResult<R>>, R>(
         budget: &CallBudget,
+        charge: bool,
+        cost: Cost,
         op: F,
     ) -> FsResult<R> {
-        let charge = budget.charge(Cost::entry())?;
+        if !charge {
+            return op.await;
+        }
+        let charge = budget.charge(cost)?;
         charge.settle(op.await)
     }
 }
@@ -211,13 +228,11 @@ impl HostDescriptor for GuardedFs<'_> {
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<types::Descriptor>> {
         let creates = oflags.contains(types::OpenFlags::CREATE)
+            && self.writable_dir(&fd)?
             && (oflags.contains(types::OpenFlags::EXCLUSIVE)
                 || self.is_absent(&fd, path_flags, &path).await);
-        if !creates {
-            return self.fs.open_at(fd, path_flags, path, oflags, flags).await;
-        }
-        let budget = self.budget;
-        Self::create_entry(budget, self.fs.open_at(fd, path_flags, path, oflags, flags)).await
+        let op = self.fs.open_at(fd, path_flags, path, oflags, flags);
+        Self::charged(self.budget, creates, Cost::entry(), op).await
     }
 
     async fn create_directory_at(
@@ -225,8 +240,9 @@ impl HostDescriptor for GuardedFs<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        let budget = self.budget;
-        Self::create_entry(budget, self.fs.create_directory_at(fd, path)).await
+        let writable = self.writable_dir(&fd)?;
+        let op = self.fs.create_directory_at(fd, path);
+        Self::charged(self.budget, writable, Cost::entry(), op).await
     }
 
     async fn symlink_at(
@@ -235,13 +251,14 @@ impl HostDescriptor for GuardedFs<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
+        let writable = self.writable_dir(&fd)?;
         // The link's target is stored on disk too (up to a page each).
         let cost = Cost {
             bytes: src_path.len() as u64,
             entries: 1,
         };
-        let charge = self.budget.charge(cost)?;
-        charge.settle(self.fs.symlink_at(fd, src_path, dest_path).await)
+        let op = self.fs.symlink_at(fd, src_path, dest_path);
+        Self::charged(self.budget, writable, cost, op).await
     }
 
     async fn link_at(
@@ -252,11 +269,11 @@ impl HostDescriptor for GuardedFs<'_> {
         new_descriptor: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        let budget = self.budget;
+        let writable = self.writable_dir(&new_descriptor)?;
         let op = self
             .fs
             .link_at(fd, old_path_flags, old_path, new_descriptor, new_path);
-        Self::create_entry(budget, op).await
+        Self::charged(self.budget, writable, Cost::entry(), op).await
     }
 
     // Everything below adds nothing to the disk: passed through.
@@ -433,13 +450,27 @@ struct MeteredStream {
     /// Where the next write lands; `None` for an appending stream (at the
     /// end of the file).
     pos: Option<u64>,
+    /// A positioned stream: the file's size at its first write.
+    base: Option<u64>,
     budget: CallBudget,
 }
 
 impl MeteredStream {
+    /// The size to charge a write at `start` against. A positioned stream
+    /// reads it once: after its first write (which paid for any hole before
+    /// it) every byte below `pos` is paid for, whatever else happened to
+    /// the file, so it writes on without another `fstat` per chunk.
+    fn size_before(&mut self, start: Option<u64>) -> u64 {
+        match (start, self.base) {
+            (Some(p), Some(base)) => base.max(p),
+            (Some(_), None) => *self.base.insert(file_len(&self.file)),
+            (None, _) => file_len(&self.file),
+        }
+    }
+
     fn admit(&mut self, len: usize) -> StreamResult<Charge> {
         let len = len as u64;
-        let size = file_len(&self.file);
+        let size = self.size_before(self.pos);
         let start = self.pos.unwrap_or(size);
         let charge = admit_write(&self.budget, size, start, len)
             .map_err(|e| StreamError::LastOperationFailed(e.into()))?;
@@ -488,5 +519,37 @@ impl OutputStream for MeteredStream {
 
     async fn cancel(&mut self) {
         self.inner.cancel().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk_budget::{DiskLimits, WorktreeUsage};
+
+    #[test]
+    fn a_write_pays_for_the_hole_before_it() {
+        let usage = Arc::new(WorktreeUsage::default());
+        let limits = DiskLimits {
+            call_bytes: 500,
+            max_file_size: 600,
+            ..DiskLimits::default()
+        };
+        let b = CallBudget::new(limits, usage.clone());
+        // 10 bytes at offset 100 of a 40-byte file: 60 bytes of hole + 10.
+        let _ = admit_write(&b, 40, 100, 10).unwrap();
+        assert_eq!(usage.bytes(), 70);
+        // Inside the file: only the bytes.
+        let _ = admit_write(&b, 110, 0, 10).unwrap();
+        assert_eq!(usage.bytes(), 80);
+        assert_eq!(
+            admit_write(&b, 0, 595, 10).err(),
+            Some(Exceeded::FileSize(600))
+        );
+        assert_eq!(
+            admit_write(&b, 0, 590, 10).err(),
+            Some(Exceeded::CallBytes(500))
+        );
+        assert_eq!(usage.bytes(), 80);
     }
 }

@@ -320,15 +320,8 @@ impl Plugin {
         if !out.is_empty() || !err.is_empty() {
             tracing::debug!(tool, stdout = %out, stderr = %err, dropped = dropped_out + dropped_err, "guest output");
         }
-        if let Some(exceeded) = store.data().disk.exceeded() {
-            let tool_said = match &result {
-                Ok(Err(e)) => Some(e.message.chars().take(300).collect()),
-                _ => None,
-            };
-            return Err(CallError::QuotaExceeded {
-                exceeded,
-                tool_said,
-            });
+        if let Some(e) = quota_error(store.data(), &result) {
+            return Err(e);
         }
         match result {
             Ok(Ok(text)) => {
@@ -356,6 +349,23 @@ impl Plugin {
             ),
         }
     }
+}
+
+/// A call that ran into a disk budget ends as `quota_exceeded` whatever it
+/// returned (keeping the start of the tool's own error message).
+fn quota_error<T>(
+    state: &StoreState,
+    result: &wasmtime::Result<Result<T, wit::ToolError>>,
+) -> Option<CallError> {
+    let exceeded = state.disk.exceeded()?;
+    let tool_said = match result {
+        Ok(Err(e)) => Some(e.message.chars().take(300).collect()),
+        _ => None,
+    };
+    Some(CallError::QuotaExceeded {
+        exceeded,
+        tool_said,
+    })
 }
 
 /// The last `max` bytes of `s` (on a char boundary).
