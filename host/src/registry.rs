@@ -176,9 +176,11 @@ impl Registry {
     /// Validate and run one call against the given catalog snapshot.
     pub async fn call(&self, catalog: &Catalog, name: &str, args: Value) -> Option<Outcome> {
         let tool = catalog.get(name)?;
-        if let Err(e) = wasm_mcp_protocol::validate(&tool.input, &args) {
-            return Some(Outcome::InvalidArguments(e));
-        }
+        let validation = wasm_mcp_protocol::Validation::shared();
+        let args = match validation.validate(&tool.input, args).await {
+            Ok(args) => args,
+            Err(e) => return Some(Outcome::InvalidArguments(e.to_string())),
+        };
         let _permit = self.permits.acquire().await.expect("semaphore closed");
         let args_text = args.to_string();
         let started = std::time::Instant::now();
@@ -189,7 +191,7 @@ impl Registry {
                 tracing::info!(tool = name, kind = e.kind(), elapsed_us, "call failed: {e}");
                 Outcome::Failed(e)
             }
-            Ok(text) => match wasm_mcp_protocol::check_result(&text, tool.output.as_ref()) {
+            Ok(text) => match validation.check_result(&text, tool.output.as_ref()).await {
                 Ok(value) => Outcome::Ok { value, text },
                 Err(e) => Outcome::ContractViolation(e),
             },
