@@ -10,7 +10,7 @@ use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};
 use wasm_mcp_protocol::{
     cap_description, check_schema_text, parse_object_schema, valid_tool_name, CheckedSchema,
-    SchemaLimits,
+    SchemaError, SchemaLimits,
 };
 
 use crate::plugin::{Plugin, RawTool};
@@ -53,8 +53,11 @@ fn load_schema(text: &str, what: &str) -> Result<(Map<String, Value>, Arc<Checke
     let limits = SchemaLimits::default();
     check_schema_text(text, &limits).with_context(|| format!("{what} refused"))?;
     let obj = parse_object_schema(text, what)?;
-    let checked = CheckedSchema::compile(&Value::Object(obj.clone()), &limits)
-        .map_err(|e| anyhow::anyhow!("{what} refused: {e}"))?;
+    let checked =
+        CheckedSchema::compile(&Value::Object(obj.clone()), &limits).map_err(|e| match e {
+            SchemaError::Limit(e) => anyhow::anyhow!("{what} refused: {e}"),
+            SchemaError::Invalid(e) => anyhow::anyhow!("{what} is not a valid JSON Schema: {e}"),
+        })?;
     Ok((obj, Arc::new(checked)))
 }
 
