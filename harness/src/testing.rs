@@ -25,6 +25,9 @@ pub enum Behavior {
     Die,
     /// Send `notifications/tools/list_changed` after replacing the listing, then echo.
     ChangeTools(Vec<Vec<Value>>),
+    /// Write this exact line (no newline) as the answer; `{id}` is replaced
+    /// by the request id. For oversized or malformed frames.
+    RawLine(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,7 +130,11 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             let Some(msg) = msg else { break }; // None = die
-            let mut line = msg.to_string();
+                                                // A bare string is never a JSON-RPC message: it is a raw line.
+            let mut line = match msg {
+                Value::String(raw) => raw,
+                msg => msg.to_string(),
+            };
             line.push('\n');
             if w.write_all(line.as_bytes()).await.is_err() {
                 break;
@@ -227,6 +234,10 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
                         }
                         Behavior::Die => {
                             let _ = tx.send(None);
+                        }
+                        Behavior::RawLine(template) => {
+                            let id = id.map(|i| i.to_string()).unwrap_or_default();
+                            let _ = tx.send(Some(Value::String(template.replace("{id}", &id))));
                         }
                         Behavior::ChangeTools(pages) => {
                             state.config.lock().unwrap().pages = pages;

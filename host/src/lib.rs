@@ -17,5 +17,6 @@ pub mod plugin;
 pub mod registry;
 pub mod sandbox;
 pub mod server;
+pub mod wire_limits;
 
 pub use limits::Limits;

@@ -12,6 +12,7 @@ use wasm_mcp_host::disk_budget::DiskLimits;
 use wasm_mcp_host::registry::{Outcome, Registry};
 use wasm_mcp_host::sandbox::{Clocks, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
+use wasm_mcp_host::wire_limits::DEFAULT_MAX_RESPONSE_BYTES;
 use wasm_mcp_host::Limits;
 
 #[derive(Parser)]
@@ -126,6 +127,11 @@ struct ServeArgs {
     /// Tools per `tools/list` page.
     #[arg(long, default_value_t = DEFAULT_PAGE_SIZE)]
     page_size: usize,
+    /// Largest serialized response written (bytes); a bigger tool result
+    /// becomes an `output_too_large` error. Keep it under the client's frame
+    /// limit (16 MiB for rmcp).
+    #[arg(long, default_value_t = DEFAULT_MAX_RESPONSE_BYTES)]
+    max_response_bytes: usize,
     /// Rescan the plugin dir this often (ms); 0 disables.
     #[arg(long, default_value_t = 1000)]
     watch_ms: u64,
@@ -185,7 +191,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let registry = open_registry(&args.common).await?;
     let catalog = registry.catalog();
     tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "serving on stdio");
-    let server = McpServer::new(registry, args.page_size);
+    let server =
+        McpServer::new(registry, args.page_size).with_max_response_bytes(args.max_response_bytes);
     let watcher =
         (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
     let running = server

@@ -232,9 +232,11 @@ impl Registry {
         let timeout = self.sandbox.limits().timeout;
         let (admit_by, deadline) = (arrived + timeout / 2, arrived + timeout);
         let tool = catalog.get(name)?;
-        if let Err(e) = wasm_mcp_protocol::validate(&tool.input, &args) {
-            return Some(Outcome::InvalidArguments(e));
-        }
+        let validation = wasm_mcp_protocol::Validation::shared();
+        let args = match validation.validate(&tool.input, args).await {
+            Ok(args) => args,
+            Err(e) => return Some(Outcome::InvalidArguments(e.to_string())),
+        };
         let started = Instant::now();
         let result = match self.admit(&tool.plugin, admit_by).await {
             Ok(_permits) => {
@@ -252,7 +254,7 @@ impl Registry {
                 tracing::info!(tool = name, kind = e.kind(), elapsed_us, "call failed: {e}");
                 Outcome::Failed(e)
             }
-            Ok(text) => match wasm_mcp_protocol::check_result(&text, tool.output.as_ref()) {
+            Ok(text) => match validation.check_result(&text, tool.output.as_ref()).await {
                 Ok(value) => Outcome::Ok { value, text },
                 Err(e) => Outcome::ContractViolation(e),
             },

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::catalog::{decode_cursor, encode_cursor};
 use crate::registry::{Outcome, Registry};
+use crate::wire_limits::{error_result, fit_response, DEFAULT_MAX_RESPONSE_BYTES};
 
 /// Default `tools/list` page size.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -22,6 +23,7 @@ pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub struct McpServer {
     registry: Arc<Registry>,
     page_size: usize,
+    max_response_bytes: usize,
     peer: Arc<Mutex<Option<Peer<RoleServer>>>>,
 }
 
@@ -30,8 +32,15 @@ impl McpServer {
         McpServer {
             registry,
             page_size: page_size.max(1),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             peer: Arc::default(),
         }
+    }
+
+    /// Cap on one serialized response (default [`DEFAULT_MAX_RESPONSE_BYTES`]).
+    pub fn with_max_response_bytes(mut self, bytes: usize) -> Self {
+        self.max_response_bytes = bytes;
+        self
     }
 
     /// Poll the plugin directory every `interval`; on a change, swap in the
@@ -62,14 +71,6 @@ impl McpServer {
             }
         }
     }
-}
-
-fn error_result(text: String, kind: &str) -> CallToolResult {
-    let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
-    let mut meta = rmcp::model::MetaObject::new();
-    meta.insert("wasm-mcp/errorKind".into(), Value::String(kind.into()));
-    r.meta = Some(meta);
-    r
 }
 
 impl ServerHandler for McpServer {
@@ -110,7 +111,10 @@ impl ServerHandler for McpServer {
                 None => return Err(McpError::invalid_params("invalid cursor", Some(json!({"cursor": c})))),
             },
         };
-        let (tools, next) = catalog.page(offset, self.page_size);
+        // Room for the cursor and the envelope; one tool always fits (its
+        // title, description and schemas are capped at load).
+        let budget = self.max_response_bytes.saturating_sub(4096);
+        let (tools, next) = catalog.page_within(offset, self.page_size, budget);
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next.map(|n| encode_cursor(catalog.version, n));
         Ok(result)
@@ -119,7 +123,7 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let catalog = self.registry.catalog();
         let name = request.name.to_string();
@@ -149,6 +153,6 @@ impl ServerHandler for McpServer {
                 )
             }
         };
-        Ok(result.into())
+        Ok(fit_response(result, &context.id, &name, self.max_response_bytes).into())
     }
 }

@@ -2,6 +2,16 @@
 //! apart so they can be unit-tested and fuzzed cheaply: pagination cursors,
 //! tool-name and schema rules, argument validation and result checks.
 
+#[cfg(feature = "bounded")]
+pub mod bounded;
+pub mod checked_schema;
+pub mod schema_limits;
+
+#[cfg(feature = "bounded")]
+pub use bounded::{Validation, ValidationBudget, ValidationFailure};
+pub use checked_schema::{CheckedSchema, SchemaError};
+pub use schema_limits::{check_schema, check_schema_text, SchemaLimitError, SchemaLimits};
+
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 

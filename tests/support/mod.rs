@@ -393,3 +393,31 @@ pub fn text_of(result: &Value) -> String {
 pub fn is_error(result: &Value) -> bool {
     result["isError"] == json!(true)
 }
+
+impl Server {
+    /// Send a request and return its response line exactly as written (so
+    /// tests can measure the frame), or None on timeout.
+    pub fn request_raw(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Option<String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&msg.to_string());
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).ok()?;
+            match serde_json::from_str::<Value>(&line) {
+                Ok(v) if v.get("id") == Some(&json!(id)) && v.get("method").is_none() => {
+                    return Some(line)
+                }
+                Ok(v) => self.notifications.push(v),
+                Err(_) => self.garbage.push(line),
+            }
+        }
+    }
+}

@@ -271,6 +271,7 @@ async fn owner_task(
         writer,
         mut child,
     } = conduit;
+    let reader = super::frame_guard::guard(reader, super::frame_guard::MAX_FRAME_BYTES);
     let mut service = match tokio::time::timeout(init_timeout, client.serve((reader, writer))).await
     {
         Ok(Ok(s)) => s,

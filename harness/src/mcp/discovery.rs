@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::mcp::connection::ConnectionHandle;
 use crate::run::policy::ServerPolicy;
 use crate::tools::faults::CallFault;
+use wasm_mcp_protocol::{CheckedSchema, SchemaLimits};
 
 pub const MAX_PAGES: usize = 100;
 pub const MAX_TOOLS: usize = 1000;
@@ -70,8 +71,8 @@ pub struct DiscoveredTool {
     pub description: String,
     pub input_schema: Value,
     pub output_schema: Option<Value>,
-    pub input_validator: Arc<jsonschema::Validator>,
-    pub output_validator: Option<Arc<jsonschema::Validator>>,
+    pub input_validator: Arc<CheckedSchema>,
+    pub output_validator: Option<Arc<CheckedSchema>>,
     /// Hints only; never used for permission decisions.
     pub annotations: Option<Value>,
 }
@@ -179,25 +180,13 @@ pub fn select(
         if !is_object_schema(&t.input_schema) {
             return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
         }
-        let input_validator = jsonschema::validator_for(&t.input_schema).map_err(|e| {
-            DiscoveryError::InvalidSchema {
-                tool: t.name.clone(),
-                which: "input",
-                message: e.to_string(),
-            }
-        })?;
+        let input_validator = compile_schema(&t.name, "input", &t.input_schema)?;
         let output_validator = match &t.output_schema {
             None | Some(Value::Null) => None,
             Some(s) if !is_object_schema(s) => {
                 return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
             }
-            Some(s) => Some(Arc::new(jsonschema::validator_for(s).map_err(|e| {
-                DiscoveryError::InvalidSchema {
-                    tool: t.name.clone(),
-                    which: "output",
-                    message: e.to_string(),
-                }
-            })?)),
+            Some(s) => Some(compile_schema(&t.name, "output", s)?),
         };
         let description = wasm_mcp_protocol::cap_description(
             t.description
@@ -211,12 +200,29 @@ pub fn select(
             description,
             input_schema: t.input_schema,
             output_schema: t.output_schema.filter(|v| !v.is_null()),
-            input_validator: Arc::new(input_validator),
+            input_validator,
             output_validator,
             annotations: t.annotations,
         });
     }
     Ok(out)
+}
+
+/// Compile a server's schema within the [`SchemaLimits`] (size, depth,
+/// `$ref` expansion, local references only), so validating against it is
+/// bounded.
+fn compile_schema(
+    tool: &str,
+    which: &'static str,
+    schema: &Value,
+) -> Result<Arc<CheckedSchema>, DiscoveryError> {
+    CheckedSchema::compile(schema, &SchemaLimits::default())
+        .map(Arc::new)
+        .map_err(|e| DiscoveryError::InvalidSchema {
+            tool: tool.into(),
+            which,
+            message: e.to_string(),
+        })
 }
 
 /// `list_all` + `select`.
@@ -295,6 +301,41 @@ mod tests {
         ));
         // Unexposed broken tool is ignored.
         assert!(select(&p, vec![raw("a", obj()), raw("junk", json!(5))]).is_ok());
+    }
+
+    /// A `$ref` chain that would take 2^40 steps to validate is refused at
+    /// discovery, promptly, naming the limit.
+    #[test]
+    fn schemas_over_the_limits_are_refused() {
+        let p = policy(&["a"]);
+        let mut defs = serde_json::Map::new();
+        for i in 0..40 {
+            let next = format!("#/$defs/a{}", i + 1);
+            defs.insert(
+                format!("a{i}"),
+                json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+            );
+        }
+        defs.insert("a40".into(), json!({"type": "string"}));
+        let chain =
+            json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": defs});
+        let started = std::time::Instant::now();
+        let err = select(&p, vec![raw("a", chain)]).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(err.to_string().contains("$ref expansion limit"), "{err}");
+        let mut t = raw("a", obj());
+        t.output_schema = Some(json!({"type": "object", "properties": {"x": {"$ref": "#"}}}));
+        let err = select(&p, vec![t]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DiscoveryError::InvalidSchema {
+                    which: "output",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -145,7 +145,9 @@ mod tests {
             server_id: server.into(),
             name: name.into(),
             description: String::new(),
-            input_validator: Arc::new(jsonschema::validator_for(&schema).unwrap()),
+            input_validator: Arc::new(
+                wasm_mcp_protocol::CheckedSchema::compile(&schema, &Default::default()).unwrap(),
+            ),
             input_schema: schema,
             output_schema: None,
             output_validator: None,

@@ -43,6 +43,11 @@ impl CallFault {
         match self {
             CallFault::Timeout(_) | CallFault::Disconnected => CallState::Unknown,
             CallFault::NotConnected => CallState::NotSent,
+            // The server answered but the frame was lost on the way
+            // (oversized or unparseable): the call may have taken effect.
+            CallFault::Rpc { code, .. } if *code == crate::mcp::frame_guard::FRAME_ERROR_CODE => {
+                CallState::Unknown
+            }
             CallFault::Rpc { .. } => CallState::Rejected,
             // A malformed answer still means the server answered something.
             CallFault::Protocol(_) => CallState::Unknown,

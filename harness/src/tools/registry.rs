@@ -20,6 +20,7 @@ use crate::run::policy::{Approval, ToolPolicy};
 use crate::tools::faults::{CallFault, CallState};
 use crate::tools::naming::Binding;
 use crate::BoxFut;
+use wasm_mcp_protocol::{CheckedSchema, Validation};
 
 /// Max characters of tool output given to the model.
 pub const MAX_MODEL_TEXT: usize = 64 * 1024;
@@ -55,8 +56,8 @@ pub struct ToolSpec {
     pub local_name: String,
     pub description: String,
     pub parameters: Value,
-    pub input_validator: Option<Arc<jsonschema::Validator>>,
-    pub output_validator: Option<Arc<jsonschema::Validator>>,
+    pub input_validator: Option<Arc<CheckedSchema>>,
+    pub output_validator: Option<Arc<CheckedSchema>>,
     pub policy: ToolPolicy,
     /// Where the tool comes from (`None` for local tools).
     pub origin: Option<Binding>,
@@ -328,18 +329,15 @@ impl ToolRegistry {
         // schema validation
         out.stages.push("validate_input".into());
         if let Some(v) = &spec.input_validator {
-            let errors: Vec<String> = v
-                .iter_errors(&info.args)
-                .take(5)
-                .map(|e| {
-                    let at = e.instance_path().to_string();
-                    if at.is_empty() {
-                        e.to_string()
-                    } else {
-                        format!("{at}: {e}")
-                    }
-                })
-                .collect();
+            let errors = bounded_errors(v, &info.args, |e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .await;
             if !errors.is_empty() {
                 let o = fail(
                     out,
@@ -395,8 +393,7 @@ impl ToolRegistry {
                     "structuredContent missing but the tool declares an outputSchema".to_string(),
                 ),
                 Some(s) => {
-                    let errs: Vec<String> =
-                        v.iter_errors(s).take(5).map(|e| e.to_string()).collect();
+                    let errs = bounded_errors(v, s, |e| e.to_string()).await;
                     (!errs.is_empty()).then(|| errs.join("; "))
                 }
             };
@@ -430,6 +427,33 @@ impl ToolRegistry {
         }
         out
     }
+}
+
+/// Up to five validation errors of `value`, formatted by `fmt`; validated
+/// within the shared budget (off the executor when it could be slow). A
+/// budget overrun is one error saying so.
+async fn bounded_errors(
+    schema: &Arc<CheckedSchema>,
+    value: &Value,
+    fmt: fn(&jsonschema::ValidationError<'_>) -> String,
+) -> Vec<String> {
+    let validation = Validation::shared();
+    let cost = validation.cost(schema, value);
+    let (schema, value) = (schema.clone(), value.clone());
+    let job = move || {
+        if schema.is_valid(&value) {
+            return Vec::new();
+        }
+        schema
+            .iter_errors(&value)
+            .take(5)
+            .map(|e| fmt(&e))
+            .collect()
+    };
+    validation
+        .run(cost, job)
+        .await
+        .unwrap_or_else(|e| vec![e.to_string()])
 }
 
 #[cfg(test)]
@@ -503,12 +527,13 @@ mod tests {
         let input =
             json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
         let output = json!({"type": "object", "required": ["ok"]});
+        let limits = wasm_mcp_protocol::SchemaLimits::default();
         ToolSpec {
             local_name: "t".into(),
             description: "test".into(),
-            input_validator: Some(Arc::new(jsonschema::validator_for(&input).unwrap())),
+            input_validator: Some(Arc::new(CheckedSchema::compile(&input, &limits).unwrap())),
             parameters: input,
-            output_validator: Some(Arc::new(jsonschema::validator_for(&output).unwrap())),
+            output_validator: Some(Arc::new(CheckedSchema::compile(&output, &limits).unwrap())),
             policy: ToolPolicy {
                 approval,
                 ..Default::default()
