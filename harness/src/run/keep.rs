@@ -86,6 +86,12 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
         if let Err(e) = wt.restore_dotgit() {
             problems.push(format!("restore .git: {e}"));
         }
+        // The kept checkout's index follows the branch to the new commit.
+        if let WorkOutcome::Committed(c) = &work {
+            if let Err(e) = wt.git().run(&["read-tree", &c.commit]) {
+                problems.push(format!("update index: {e}"));
+            }
+        }
     } else if let Err(e) = wt.remove_dir() {
         problems.push(e.to_string());
         worktree_kept = wt.path.exists();
