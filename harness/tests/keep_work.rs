@@ -182,7 +182,10 @@ async fn changes_are_committed_on_the_branch_and_the_worktree_removed() {
             &format!("main...{}", report.branch),
         ],
     );
-    assert_eq!(files, "D\t.gitignore\nA\tNOTES.md\nM\tREADME.md\nA\tdebug.log");
+    assert_eq!(
+        files,
+        "D\t.gitignore\nA\tNOTES.md\nM\tREADME.md\nA\tdebug.log"
+    );
     // .gitignore was deleted in the same run, so debug.log is no longer ignored.
     let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &report.branch]);
     assert!(files.contains("debug.log"), "{files}");

@@ -108,6 +108,9 @@ impl Connector for ChildConnector {
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(stderr)
+                // Own process group: a terminal's Ctrl-C reaches the harness,
+                // which cancels calls and closes servers in order.
+                .process_group(0)
                 .kill_on_drop(true);
             let mut child = cmd.spawn().map_err(spawn_err)?;
             let stdin = child.stdin.take().expect("piped stdin");
