@@ -157,7 +157,11 @@ async fn scripted_run_creates_worktree_runs_and_cleans_up() {
             json!({"path": "NOTES.md", "content": "notes about README.md"})
         )
     );
-    // Worktree and branch are gone; trace persisted.
+    // The fake server changed no file: no commit, worktree and branch gone; trace persisted.
+    assert_eq!(
+        report.work.work,
+        wasm_mcp_harness::run::keep::WorkOutcome::NoChanges
+    );
     assert!(!report.worktree.exists());
     assert!(report.worktree.starts_with(env.repo().join(".worktrees")));
     assert_eq!(branches(&env.repo()), "");

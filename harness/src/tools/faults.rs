@@ -36,6 +36,9 @@ pub enum CallFault {
     Rpc { code: i32, message: String },
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The harness cancelled the call (`notifications/cancelled` sent).
+    #[error("cancelled: {0}")]
+    Cancelled(String),
 }
 
 impl CallFault {
@@ -51,6 +54,8 @@ impl CallFault {
             CallFault::Rpc { .. } => CallState::Rejected,
             // A malformed answer still means the server answered something.
             CallFault::Protocol(_) => CallState::Unknown,
+            // The tool may have run (partly) before the cancellation arrived.
+            CallFault::Cancelled(_) => CallState::Unknown,
         }
     }
 
