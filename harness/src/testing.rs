@@ -328,3 +328,30 @@ pub async fn openai_standin(
     });
     (format!("http://{addr}/v1"), seen)
 }
+
+/// A temp dir on tmpfs when there is one (deleting 30,000 directories on a
+/// busy disk takes most of a minute; on tmpfs under a second).
+pub fn fast_tempdir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().expect("temp dir")
+}
+
+/// Build a directory chain `depth` levels deep under `root/name` using only
+/// short paths (for tests of hostile trees).
+pub fn build_deep_chain(root: &std::path::Path, name: &str, depth: usize) -> std::io::Result<()> {
+    let top = root.join(name);
+    let tmp = root.join(format!("{name}.tmp"));
+    std::fs::create_dir(&top)?;
+    std::fs::write(top.join("leaf.txt"), "deep\n")?;
+    for _ in 1..depth {
+        std::fs::create_dir(&tmp)?;
+        std::fs::rename(&top, tmp.join("d"))?;
+        std::fs::rename(&tmp, &top)?;
+    }
+    Ok(())
+}

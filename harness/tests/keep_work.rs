@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use wasm_mcp_harness::mcp::connection::Connector;
 use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
-use wasm_mcp_harness::run::cleanup::{build_deep_chain, fast_tempdir};
 use wasm_mcp_harness::run::keep::WorkOutcome;
 use wasm_mcp_harness::run::task::ProviderChoice;
+use wasm_mcp_harness::testing::{build_deep_chain, fast_tempdir};
 use wasm_mcp_harness::testing::{tool, FakeConfig, FakeServer};
 use wasm_mcp_harness::{run_task, BoxFut, RunOptions, RunReport};
 

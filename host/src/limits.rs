@@ -241,3 +241,14 @@ mod tests {
         assert!(l.exceeded());
     }
 }
+
+/// Runs `fut` until `deadline`: its output, or `None` when the deadline
+/// passed first (the future is then dropped wherever it was). The one
+/// deadline rule behind call slots, load slots and the call itself.
+pub async fn before<F: std::future::Future>(
+    deadline: std::time::Instant,
+    fut: F,
+) -> Option<F::Output> {
+    let at = tokio::time::Instant::from_std(deadline);
+    tokio::time::timeout_at(at, fut).await.ok()
+}

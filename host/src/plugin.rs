@@ -13,6 +13,7 @@ use wasmtime::{PoolConcurrencyLimitError, Trap};
 
 use crate::cache::{sha256_hex, CacheOutcome, ComponentCache};
 use crate::disk_budget::Exceeded;
+use crate::limits::before;
 use crate::sandbox::{Sandbox, StoreState};
 
 wasmtime::component::bindgen!({
@@ -395,11 +396,9 @@ async fn until<T>(
     deadline: Instant,
     fut: impl Future<Output = wasmtime::Result<T>>,
 ) -> wasmtime::Result<T> {
-    let at = tokio::time::Instant::from_std(deadline);
-    match tokio::time::timeout_at(at, fut).await {
-        Ok(result) => result,
-        Err(_elapsed) => Err(wasmtime::Error::new(Trap::Interrupt)),
-    }
+    before(deadline, fut)
+        .await
+        .unwrap_or_else(|| Err(wasmtime::Error::new(Trap::Interrupt)))
 }
 
 /// Compiles on the blocking pool (Cranelift can take seconds), so loads

@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::cache::ComponentCache;
 use crate::catalog::Catalog;
-use crate::limits::LOAD_SLOTS;
+use crate::limits::{before, LOAD_SLOTS};
 use crate::plugin::{CallError, LoadError, Plugin, Slot};
 use crate::sandbox::Sandbox;
 
@@ -284,11 +284,7 @@ impl Registry {
 
 /// A permit of `sem`, unless `deadline` passes first.
 async fn acquire_until(sem: &Semaphore, deadline: Instant) -> Option<SemaphorePermit<'_>> {
-    let at = tokio::time::Instant::from_std(deadline);
-    match tokio::time::timeout_at(at, sem.acquire()).await {
-        Ok(Ok(permit)) => Some(permit),
-        _ => None,
-    }
+    before(deadline, sem.acquire()).await?.ok()
 }
 
 /// An owned permit of `sem`, unless `deadline` passes first.
@@ -296,11 +292,7 @@ async fn acquire_owned_until(
     sem: &Arc<Semaphore>,
     deadline: Instant,
 ) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    let at = tokio::time::Instant::from_std(deadline);
-    match tokio::time::timeout_at(at, sem.clone().acquire_owned()).await {
-        Ok(Ok(permit)) => Some(permit),
-        _ => None,
-    }
+    before(deadline, sem.clone().acquire_owned()).await?.ok()
 }
 
 /// Logs a load attempt's result and sorts it: loaded, refused, or retry.

@@ -164,38 +164,10 @@ fn make_writable(dir: &Path) {
     }
 }
 
-/// A temp dir on tmpfs when there is one (deleting 30,000 directories on a
-/// busy disk takes most of a minute; on tmpfs under a second).
-#[doc(hidden)]
-pub fn fast_tempdir() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::tempdir_in(shm) {
-            return d;
-        }
-    }
-    tempfile::tempdir().expect("temp dir")
-}
-
-/// Build a directory chain `depth` levels deep under `root/name` using only
-/// short paths (for tests of hostile trees).
-#[doc(hidden)]
-pub fn build_deep_chain(root: &Path, name: &str, depth: usize) -> io::Result<()> {
-    let top = root.join(name);
-    let tmp = root.join(format!("{name}.tmp"));
-    fs::create_dir(&top)?;
-    fs::write(top.join("leaf.txt"), "deep\n")?;
-    for _ in 1..depth {
-        fs::create_dir(&tmp)?;
-        fs::rename(&top, tmp.join("d"))?;
-        fs::rename(&tmp, &top)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{build_deep_chain, fast_tempdir};
     use std::os::unix::fs::symlink;
 
     #[test]
