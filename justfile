@@ -9,7 +9,8 @@ plugins:
 build: plugins
     cargo build --workspace --bins
 
-# Create a worktree for a task, serve it over MCP, run the agent loop, clean up.
+# Create a worktree for a task, serve it over MCP, run the agent loop, commit the
+# work on branch agent/<run-id> (printed) and remove the worktree.
 run-task task="tasks/sample.toml" *args="": build
     cargo run -q -p wasm-mcp-harness --bin wasm-agent -- run-task --policy policy/default.toml --task {{task}} {{args}}
 
@@ -20,8 +21,10 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     cargo clippy --manifest-path plugins/Cargo.toml --all-targets -- -D warnings
 
-# The whole test suite (what CI runs).
+# The whole test suite (what CI runs). Third-party MCP servers for the harness
+# tests first: .venv with the Python MCP SDK, server-filesystem via npm.
 test: plugins
+    bash scripts/test-mcp-servers.sh
     cargo test --workspace --no-fail-fast
     cargo test --manifest-path plugins/Cargo.toml
     cargo test -p wasm-mcp-host --test load -- --ignored --nocapture

@@ -2,7 +2,7 @@
 # Builds the tool plugins (plugins/, its own cargo workspace) into WASI 0.2
 # components:
 #   dist/plugins/workspace.wasm      product plugins (the default plugin dir)
-#   dist/test-plugins/hostile.wasm   TEST-ONLY, never in the default dir
+#   dist/test-plugins/*.wasm         TEST-ONLY (hostile, badmeta, slowload), never in the default dir
 # Run from anywhere (`just plugins` runs it from the repo root).
 #
 # Path selection (override with GUEST_TARGET=wasm32-wasip2|wasm32-wasip1):
@@ -23,7 +23,7 @@ Q=(-q)
 
 # product plugins: crate artifact name -> dist name
 PRODUCT=(workspace_tools:workspace)
-TEST_ONLY=(hostile:hostile badmeta:badmeta)
+TEST_ONLY=(hostile:hostile badmeta:badmeta slowload:slowload diskbomb:diskbomb bigwire:bigwire)
 
 if [ -z "${GUEST_TARGET:-}" ]; then
   if rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then

@@ -353,6 +353,12 @@ fn descriptors_that_break_the_contract_are_refused_one_by_one() {
         ("invalid_schema", "is not a valid JSON Schema"),
         ("bad_output_schema", "output-schema is not a JSON object"),
         ("good_tool", "declared twice by the same plugin"),
+        ("exponential_ref", "$ref expansion limit"),
+        ("exponential_output", "output-schema refused"),
+        ("recursive_ref", "recursive schemas are not accepted"),
+        ("remote_ref", "is not local"),
+        ("huge_schema", "schema size limit"),
+        ("huge_title", "256-char title limit"),
     ] {
         assert!(
             log.lines()

@@ -1,6 +1,7 @@
 //! The whole product end to end: the harness creates a git worktree for a
 //! task, starts the real `wasm-mcp` server on it, runs the scripted agent
-//! loop through the real MCP client, and cleans up in reverse order.
+//! loop through the real MCP client, and shuts down in reverse order,
+//! keeping the work as one commit on `agent/<run-id>`.
 
 use wasm_mcp_harness::{run_task, ProviderChoice, RunOptions};
 
@@ -8,7 +9,7 @@ mod support;
 use support::{git, sample_repo};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sample_task_runs_against_the_real_server_and_cleans_up() {
+async fn the_sample_task_runs_against_the_real_server_and_keeps_its_work() {
     let repo = sample_repo();
     let scratch = tempfile::tempdir().unwrap();
     let plugins = support::plugin("plugins/workspace.wasm")
@@ -83,17 +84,38 @@ async fn the_sample_task_runs_against_the_real_server_and_cleans_up() {
     );
     assert!(events.iter().any(|e| e["kind"] == "server_closed"));
 
-    // Reverse-order shutdown left nothing behind: worktree and branch gone,
-    // the main checkout untouched.
+    // Reverse-order shutdown: the work is one commit on the kept branch, the
+    // worktree directory is gone, the main checkout untouched.
     assert!(!report.worktree.exists(), "worktree not removed");
     let worktrees = git(repo.path(), &["worktree", "list", "--porcelain"]);
     assert_eq!(worktrees.matches("worktree ").count(), 1, "{worktrees}");
     let branches = git(repo.path(), &["branch", "--list", &report.branch]);
     assert!(
-        branches.trim().is_empty(),
-        "branch {} left: {branches}",
+        branches.contains(&report.branch),
+        "branch {} not kept: {branches}",
         report.branch
     );
+    let count = git(
+        repo.path(),
+        &["rev-list", "--count", &format!("main..{}", report.branch)],
+    );
+    assert_eq!(count.trim(), "1", "one commit on the branch");
+    let changed = git(
+        repo.path(),
+        &["diff", "--name-only", &format!("main...{}", report.branch)],
+    );
+    assert_eq!(changed.trim(), "NOTES.md");
+    let notes = git(
+        repo.path(),
+        &["show", &format!("{}:NOTES.md", report.branch)],
+    );
+    assert!(notes.starts_with("# Notes"), "{notes}");
+    match &report.work.work {
+        wasm_mcp_harness::run::keep::WorkOutcome::Committed(c) => {
+            assert!(c.diffstat.contains("NOTES.md"), "{}", c.diffstat)
+        }
+        other => panic!("work not committed: {other:?}"),
+    }
     assert!(
         !repo.path().join("NOTES.md").exists(),
         "the task wrote into the main checkout"

@@ -25,6 +25,9 @@ pub enum Behavior {
     Die,
     /// Send `notifications/tools/list_changed` after replacing the listing, then echo.
     ChangeTools(Vec<Vec<Value>>),
+    /// Write this exact line (no newline) as the answer; `{id}` is replaced
+    /// by the request id. For oversized or malformed frames.
+    RawLine(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,7 +130,11 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             let Some(msg) = msg else { break }; // None = die
-            let mut line = msg.to_string();
+                                                // A bare string is never a JSON-RPC message: it is a raw line.
+            let mut line = match msg {
+                Value::String(raw) => raw,
+                msg => msg.to_string(),
+            };
             line.push('\n');
             if w.write_all(line.as_bytes()).await.is_err() {
                 break;
@@ -228,6 +235,10 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
                         Behavior::Die => {
                             let _ = tx.send(None);
                         }
+                        Behavior::RawLine(template) => {
+                            let id = id.map(|i| i.to_string()).unwrap_or_default();
+                            let _ = tx.send(Some(Value::String(template.replace("{id}", &id))));
+                        }
                         Behavior::ChangeTools(pages) => {
                             state.config.lock().unwrap().pages = pages;
                             let _ = tx.send(Some(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})));
@@ -316,4 +327,74 @@ pub async fn openai_standin(
         }
     });
     (format!("http://{addr}/v1"), seen)
+}
+
+/// A temp dir on tmpfs when there is one (deleting 30,000 directories on a
+/// busy disk takes most of a minute; on tmpfs under a second).
+pub fn fast_tempdir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().expect("temp dir")
+}
+
+/// Build a directory chain `depth` levels deep under `root/name` using only
+/// short paths (for tests of hostile trees).
+pub fn build_deep_chain(root: &std::path::Path, name: &str, depth: usize) -> std::io::Result<()> {
+    let top = root.join(name);
+    let tmp = root.join(format!("{name}.tmp"));
+    std::fs::create_dir(&top)?;
+    std::fs::write(top.join("leaf.txt"), "deep\n")?;
+    for _ in 1..depth {
+        std::fs::create_dir(&tmp)?;
+        std::fs::rename(&top, tmp.join("d"))?;
+        std::fs::rename(&tmp, &top)?;
+    }
+    Ok(())
+}
+
+/// Run `git -C repo ARGS` (the user's own git: their config, no isolation)
+/// and return its stdout as is; panics with git's stderr on failure.
+pub fn git(repo: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Make `repo` (an existing directory) a git repository on branch `main`
+/// with one commit `init` holding `files` (path, content).
+pub fn init_repo(repo: &std::path::Path, files: &[(&str, &str)]) {
+    git(repo, &["init", "-q", "-b", "main"]);
+    for (path, content) in files {
+        let path = repo.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create parent dir");
+        }
+        std::fs::write(path, content).expect("write file");
+    }
+    git(repo, &["add", "."]);
+    git(
+        repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
 }

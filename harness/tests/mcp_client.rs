@@ -493,3 +493,75 @@ async fn call_on_a_dead_connection_is_not_sent_rather_than_unknown() {
     assert!(fake.calls().is_empty());
     s.shutdown().await;
 }
+
+/// Frames rmcp would drop (over its 16 MiB line limit) or ignore (not JSON)
+/// end their call promptly with a clear error instead of a timeout; a bad
+/// frame naming no id ends the connection, so the pending call fails at once.
+#[tokio::test]
+async fn oversized_or_garbage_frames_fail_their_call_promptly() {
+    use wasm_mcp_harness::mcp::frame_guard::MAX_FRAME_BYTES;
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":{{id}},"result":{{"content":[{{"type":"text","text":"{}"}}]}}}}"#,
+        "x".repeat(MAX_FRAME_BYTES + 1024)
+    );
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors
+        .insert("read_file".into(), Behavior::RawLine(huge));
+    cfg.behaviors.insert(
+        "list_dir".into(),
+        Behavior::RawLine(r#"{"jsonrpc":"2.0","id":{id},"result":{"#.into()),
+    );
+    let fake = FakeServer::new(cfg.clone());
+    let slow = policy("");
+    let toml_timeout = |p: &Policy| {
+        let mut p = p.clone();
+        p.servers[0].request_timeout_ms = 20_000;
+        p
+    };
+    let (mut s, _t, _d) = session(&fake, toml_timeout(&slow)).await;
+    let started = std::time::Instant::now();
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(o.error(), Some(ErrorKind::Fault), "{}", o.model_text);
+    assert!(
+        o.model_text.contains("exceeds the frame limit"),
+        "{}",
+        o.model_text
+    );
+    assert_eq!(
+        o.state(),
+        CallState::Unknown,
+        "the call ran; its answer was lost"
+    );
+    let o = s
+        .registry()
+        .invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#)
+        .await;
+    assert!(o.model_text.contains("not valid JSON"), "{}", o.model_text);
+    assert!(
+        s.connection("ws").unwrap().is_alive(),
+        "errors with an id keep the connection"
+    );
+    s.shutdown().await;
+
+    cfg.behaviors.insert(
+        "read_file".into(),
+        Behavior::RawLine("garbage, no id".into()),
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, _d) = session(&fake, toml_timeout(&slow)).await;
+    let started = std::time::Instant::now();
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(o.error(), Some(ErrorKind::Fault), "{}", o.model_text);
+    assert!(!o.model_text.contains("timed out"), "{}", o.model_text);
+    s.shutdown().await;
+}

@@ -58,28 +58,7 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("repo");
         std::fs::create_dir(&repo).unwrap();
-        let git = |args: &[&str]| {
-            let o = Command::new("git")
-                .arg("-C")
-                .arg(&repo)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        };
-        git(&["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("README.md"), "# Demo\n").unwrap();
-        git(&["add", "."]);
-        git(&[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "init",
-        ]);
+        wasm_mcp_harness_testing::init_repo(&repo, &[("README.md", "# Demo\n")]);
         std::fs::write(dir.path().join("policy.toml"), POLICY).unwrap();
         std::fs::write(dir.path().join("task.toml"), task).unwrap();
         Self { dir }
@@ -157,7 +136,11 @@ async fn scripted_run_creates_worktree_runs_and_cleans_up() {
             json!({"path": "NOTES.md", "content": "notes about README.md"})
         )
     );
-    // Worktree and branch are gone; trace persisted.
+    // The fake server changed no file: no commit, worktree and branch gone; trace persisted.
+    assert_eq!(
+        report.work.work,
+        wasm_mcp_harness::run::keep::WorkOutcome::NoChanges
+    );
     assert!(!report.worktree.exists());
     assert!(report.worktree.starts_with(env.repo().join(".worktrees")));
     assert_eq!(branches(&env.repo()), "");

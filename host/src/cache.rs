@@ -41,10 +41,6 @@ impl ComponentCache {
         ComponentCache { dir }
     }
 
-    pub fn dir(&self) -> Option<&Path> {
-        self.dir.as_deref()
-    }
-
     fn entry(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
         self.dir
             .as_ref()

@@ -5,18 +5,32 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use rmcp::model::{Tool, ToolAnnotations};
-use wasm_mcp_protocol::{cap_description, compile_schema, parse_object_schema, valid_tool_name};
+use serde_json::{Map, Value};
+use wasm_mcp_protocol::{
+    cap_description, check_schema_text, parse_object_schema, valid_tool_name, CheckedSchema,
+    SchemaError, SchemaLimits,
+};
 
 use crate::plugin::{Plugin, RawTool};
+
+/// Tools one plugin may publish; the ones declared after are refused.
+pub const MAX_TOOLS_PER_PLUGIN: usize = 256;
+/// Tools the whole catalog may publish (the harness refuses a server with
+/// more than 1000).
+pub const MAX_TOOLS: usize = 1000;
+/// Longest accepted title, in chars (a longer one refuses the tool).
+pub const MAX_TITLE_CHARS: usize = 256;
 
 /// One published tool.
 pub struct CatalogTool {
     pub tool: Tool,
     pub plugin: Arc<Plugin>,
-    pub input: jsonschema::Validator,
-    pub output: Option<jsonschema::Validator>,
+    pub input: Arc<CheckedSchema>,
+    pub output: Option<Arc<CheckedSchema>>,
+    /// Bytes of the tool's definition in a `tools/list` result.
+    pub wire_bytes: usize,
 }
 
 /// Why a tool or plugin was left out (reported in the log).
@@ -34,16 +48,36 @@ pub struct Catalog {
     pub rejections: Vec<Rejection>,
 }
 
+/// Parse, check the [`SchemaLimits`] and compile one of a tool's schemas.
+fn load_schema(text: &str, what: &str) -> Result<(Map<String, Value>, Arc<CheckedSchema>)> {
+    let limits = SchemaLimits::default();
+    check_schema_text(text, &limits).with_context(|| format!("{what} refused"))?;
+    let obj = parse_object_schema(text, what)?;
+    let checked =
+        CheckedSchema::compile(&Value::Object(obj.clone()), &limits).map_err(|e| match e {
+            SchemaError::Limit(e) => anyhow::anyhow!("{what} refused: {e}"),
+            SchemaError::Invalid(e) => anyhow::anyhow!("{what} is not a valid JSON Schema: {e}"),
+        })?;
+    Ok((obj, Arc::new(checked)))
+}
+
+fn check_title(title: Option<&str>) -> Result<()> {
+    let chars = title.map_or(0, |t| t.chars().count());
+    if chars > MAX_TITLE_CHARS {
+        bail!("title is {chars} chars, over the {MAX_TITLE_CHARS}-char title limit");
+    }
+    Ok(())
+}
+
 fn build_tool(raw: &RawTool, plugin: &Arc<Plugin>) -> Result<CatalogTool> {
     if !valid_tool_name(&raw.name) {
         bail!("tool name {:?} is not [A-Za-z0-9_-]{{1,64}}", raw.name);
     }
-    let input_schema = parse_object_schema(&raw.input_schema, "input-schema")?;
-    let input = compile_schema(&input_schema, "input-schema")?;
+    check_title(raw.title.as_deref())?;
+    let (input_schema, input) = load_schema(&raw.input_schema, "input-schema")?;
     let (output_schema, output) = match &raw.output_schema {
         Some(text) => {
-            let obj = parse_object_schema(text, "output-schema")?;
-            let v = compile_schema(&obj, "output-schema")?;
+            let (obj, v) = load_schema(text, "output-schema")?;
             (Some(obj), Some(v))
         }
         None => (None, None),
@@ -63,12 +97,32 @@ fn build_tool(raw: &RawTool, plugin: &Arc<Plugin>) -> Result<CatalogTool> {
     if let Some(o) = output_schema {
         tool = tool.with_raw_output_schema(Arc::new(o));
     }
+    let wire_bytes = serde_json::to_vec(&tool).map_or(usize::MAX, |b| b.len());
     Ok(CatalogTool {
         tool,
         plugin: plugin.clone(),
         input,
         output,
+        wire_bytes,
     })
+}
+
+/// The tools of one plugin that fit [`MAX_TOOLS_PER_PLUGIN`] (declaration
+/// order), and the rejection of the rest.
+fn within_tool_cap<'a>(plugin: &str, raw: &'a [RawTool]) -> (&'a [RawTool], Option<Rejection>) {
+    if raw.len() <= MAX_TOOLS_PER_PLUGIN {
+        return (raw, None);
+    }
+    let rejection = Rejection {
+        plugin: plugin.to_string(),
+        tool: None,
+        reason: format!(
+            "plugin declares {} tools, over the limit of {MAX_TOOLS_PER_PLUGIN} per plugin: the last {} were refused",
+            raw.len(),
+            raw.len() - MAX_TOOLS_PER_PLUGIN
+        ),
+    };
+    (&raw[..MAX_TOOLS_PER_PLUGIN], Some(rejection))
 }
 
 impl Catalog {
@@ -80,7 +134,9 @@ impl Catalog {
         for plugin in plugins {
             let pname = plugin.path.display().to_string();
             let mut seen_here = std::collections::HashSet::new();
-            for raw in &plugin.tools {
+            let (admitted, over_cap) = within_tool_cap(&pname, &plugin.tools);
+            rejections.extend(over_cap);
+            for raw in admitted {
                 let reject = |reason: String| Rejection {
                     plugin: pname.clone(),
                     tool: Some(raw.name.clone()),
@@ -97,6 +153,12 @@ impl Catalog {
                 }
                 if tools.contains_key(&raw.name) {
                     rejections.push(reject("name already provided by an earlier plugin".into()));
+                    continue;
+                }
+                if tools.len() >= MAX_TOOLS {
+                    rejections.push(reject(format!(
+                        "the catalog already holds {MAX_TOOLS} tools (the limit)"
+                    )));
                     continue;
                 }
                 match build_tool(raw, plugin) {
@@ -133,11 +195,29 @@ impl Catalog {
     /// A page of tool definitions starting at `offset`, and the offset of the
     /// next page if any.
     pub fn page(&self, offset: usize, size: usize) -> (Vec<Tool>, Option<usize>) {
+        self.page_within(offset, size, usize::MAX)
+    }
+
+    /// Like [`Catalog::page`], but the page also stops before its tool
+    /// definitions exceed `max_bytes` (it always holds at least one tool, and
+    /// one tool is bounded by the title, description and schema caps).
+    pub fn page_within(
+        &self,
+        offset: usize,
+        size: usize,
+        max_bytes: usize,
+    ) -> (Vec<Tool>, Option<usize>) {
+        let mut bytes = 0usize;
         let page: Vec<Tool> = self
             .tools
             .values()
             .skip(offset)
             .take(size)
+            .take_while(|t| {
+                let first = bytes == 0;
+                bytes = bytes.saturating_add(t.wire_bytes.saturating_add(1));
+                first || bytes <= max_bytes
+            })
             .map(|t| t.tool.clone())
             .collect();
         let next = offset + page.len();
@@ -149,5 +229,66 @@ impl Catalog {
     pub fn fingerprint(&self) -> String {
         let defs: Vec<&Tool> = self.tools.values().map(|t| &t.tool).collect();
         crate::cache::sha256_hex(serde_json::to_string(&defs).unwrap_or_default().as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(name: &str) -> RawTool {
+        RawTool {
+            name: name.into(),
+            title: None,
+            description: String::new(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            output_schema: None,
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        }
+    }
+
+    #[test]
+    fn tools_past_the_per_plugin_cap_are_refused_in_declaration_order() {
+        let few: Vec<RawTool> = (0..MAX_TOOLS_PER_PLUGIN)
+            .map(|i| raw(&format!("t{i}")))
+            .collect();
+        let (kept, rejection) = within_tool_cap("p", &few);
+        assert_eq!((kept.len(), rejection), (MAX_TOOLS_PER_PLUGIN, None));
+        let many: Vec<RawTool> = (0..5000).map(|i| raw(&format!("t{i}"))).collect();
+        let (kept, rejection) = within_tool_cap("p", &many);
+        assert_eq!(kept.len(), MAX_TOOLS_PER_PLUGIN);
+        assert_eq!(kept.last().unwrap().name, "t255");
+        let reason = rejection.unwrap().reason;
+        assert!(
+            reason.contains("5000 tools, over the limit of 256"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn titles_and_schemas_over_their_caps_are_refused_with_the_limit_named() {
+        assert!(check_title(Some(&"é".repeat(MAX_TITLE_CHARS))).is_ok());
+        let e = check_title(Some(&"x".repeat(10_000))).unwrap_err();
+        assert!(e.to_string().contains("256-char title limit"), "{e}");
+        let huge = format!(
+            r#"{{"type":"object","description":"{}"}}"#,
+            "x".repeat(100_000)
+        );
+        let e = load_schema(&huge, "input-schema").err().unwrap();
+        assert!(
+            format!("{e:#}").contains("input-schema refused: schema is"),
+            "{e:#}"
+        );
+        let cyclic = r##"{"type":"object","properties":{"x":{"$ref":"#"}}}"##;
+        let e = load_schema(cyclic, "output-schema").err().unwrap();
+        assert!(
+            e.to_string()
+                .contains("output-schema refused: `$ref` cycle"),
+            "{e}"
+        );
+        assert!(load_schema(r#"{"type":"object"}"#, "input-schema").is_ok());
     }
 }

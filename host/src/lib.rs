@@ -9,11 +9,14 @@
 
 pub mod cache;
 pub mod catalog;
+pub mod disk_budget;
+pub mod disk_guard;
 pub mod limits;
 pub mod logpipe;
 pub mod plugin;
 pub mod registry;
 pub mod sandbox;
 pub mod server;
+pub mod wire_limits;
 
 pub use limits::Limits;

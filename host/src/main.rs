@@ -8,9 +8,11 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
 use wasm_mcp_host::cache::ComponentCache;
+use wasm_mcp_host::disk_budget::DiskLimits;
 use wasm_mcp_host::registry::{Outcome, Registry};
 use wasm_mcp_host::sandbox::{Clocks, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
+use wasm_mcp_host::wire_limits::DEFAULT_MAX_RESPONSE_BYTES;
 use wasm_mcp_host::Limits;
 
 #[derive(Parser)]
@@ -71,10 +73,13 @@ struct CommonArgs {
     /// Do not read or write the compile cache.
     #[arg(long)]
     no_cache: bool,
-    /// Per-call deadline in milliseconds.
+    /// Per-call deadline in milliseconds (waiting for a slot included).
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
-    /// Per-instance memory limit in MiB.
+    /// Deadline of one plugin's `list-tools` at load/reload, in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    load_timeout_ms: u64,
+    /// Memory limit of one call in MiB: all its memories and tables together.
     #[arg(long, default_value_t = 256)]
     memory_mb: usize,
     /// Largest tool result in bytes.
@@ -83,6 +88,24 @@ struct CommonArgs {
     /// Tool calls running at once.
     #[arg(long, default_value_t = 16)]
     max_concurrency: usize,
+    /// Calls of one plugin running at once [default: half of --max-concurrency, rounded up].
+    #[arg(long)]
+    max_concurrency_per_plugin: Option<usize>,
+    /// Bytes one call may write to the worktree (holes in sparse files count).
+    #[arg(long, default_value_t = DiskLimits::default().call_bytes)]
+    max_write_bytes: u64,
+    /// Files, directories and links one call may create.
+    #[arg(long, default_value_t = DiskLimits::default().call_entries)]
+    max_files_created: u64,
+    /// Largest size a call may give a file (by writing or truncating it up).
+    #[arg(long, default_value_t = DiskLimits::default().max_file_size)]
+    max_file_size: u64,
+    /// Bytes all calls of this server may write to the worktree together.
+    #[arg(long, default_value_t = DiskLimits::default().worktree_bytes)]
+    worktree_write_bytes: u64,
+    /// Entries all calls of this server may create in the worktree together.
+    #[arg(long, default_value_t = DiskLimits::default().worktree_entries)]
+    worktree_files_created: u64,
     /// Mount the worktree read-only.
     #[arg(long)]
     read_only: bool,
@@ -104,6 +127,11 @@ struct ServeArgs {
     /// Tools per `tools/list` page.
     #[arg(long, default_value_t = DEFAULT_PAGE_SIZE)]
     page_size: usize,
+    /// Largest serialized response written (bytes); a bigger tool result
+    /// becomes an `output_too_large` error. Keep it under the client's frame
+    /// limit (16 MiB for rmcp).
+    #[arg(long, default_value_t = DEFAULT_MAX_RESPONSE_BYTES)]
+    max_response_bytes: usize,
     /// Rescan the plugin dir this often (ms); 0 disables.
     #[arg(long, default_value_t = 1000)]
     watch_ms: u64,
@@ -122,6 +150,15 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
         memory_bytes: c.memory_mb << 20,
         max_output_bytes: c.max_output_bytes,
         max_concurrency: c.max_concurrency.max(1),
+        max_concurrency_per_plugin: c.max_concurrency_per_plugin,
+        load_timeout: Duration::from_millis(c.load_timeout_ms),
+        disk: DiskLimits {
+            call_bytes: c.max_write_bytes,
+            call_entries: c.max_files_created,
+            max_file_size: c.max_file_size,
+            worktree_bytes: c.worktree_write_bytes,
+            worktree_entries: c.worktree_files_created,
+        },
         ..Limits::default()
     };
     let access = if c.read_only {
@@ -154,7 +191,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let registry = open_registry(&args.common).await?;
     let catalog = registry.catalog();
     tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "serving on stdio");
-    let server = McpServer::new(registry, args.page_size);
+    let server =
+        McpServer::new(registry, args.page_size).with_max_response_bytes(args.max_response_bytes);
     let watcher =
         (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
     let running = server

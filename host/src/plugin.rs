@@ -1,16 +1,21 @@
 //! Loading tool plugins (components exporting `wasm-mcp:tool/tool`) and
 //! calling them, each call in a fresh sandboxed instance.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
+use tokio::sync::Semaphore;
 use wasm_mcp_protocol::text::{head_chars, tail_bytes};
 use wasm_mcp_protocol::ErrorKind;
 use wasmtime::component::Component;
-use wasmtime::Trap;
+use wasmtime::{PoolConcurrencyLimitError, Trap};
 
 use crate::cache::{sha256_hex, CacheOutcome, ComponentCache};
+use crate::disk_budget::Exceeded;
+use crate::limits::before;
 use crate::sandbox::{Sandbox, StoreState};
 
 wasmtime::component::bindgen!({
@@ -48,10 +53,45 @@ pub enum CallError {
     MemoryLimit { bytes: usize },
     /// The result was larger than the output cap.
     OutputTooLarge { bytes: usize, cap: usize },
+    /// The call ran into a disk budget (its outcome is replaced by this);
+    /// `tool_said` is the start of the tool's own error, if it returned one.
+    QuotaExceeded {
+        exceeded: Exceeded,
+        tool_said: Option<String>,
+    },
     /// Any other trap (panic, unreachable, stack overflow, ...).
     Trap(String),
     /// The host could not set up the call (instantiate failed, ...).
     Host(String),
+    /// No slot for the call freed up before its deadline; nothing ran.
+    Busy(Slot),
+}
+
+/// The capacity a call (or load) waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The plugin's own share of the call slots (`--max-concurrency-per-plugin`).
+    PluginShare(usize),
+    /// The server's call slots (`--max-concurrency`).
+    Server(usize),
+    /// A plugin-load slot (`list-tools` at load or reload).
+    Load,
+    /// The instance pool had no free slot.
+    InstancePool,
+}
+
+impl std::fmt::Display for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Slot::PluginShare(n) => write!(
+                f,
+                "this plugin already runs its maximum of {n} calls at once"
+            ),
+            Slot::Server(n) => write!(f, "all {n} call slots of the server are taken"),
+            Slot::Load => f.write_str("all plugin-load slots are taken"),
+            Slot::InstancePool => f.write_str("the instance pool has no free slot"),
+        }
+    }
 }
 
 impl std::fmt::Display for CallError {
@@ -73,8 +113,25 @@ impl std::fmt::Display for CallError {
                 f,
                 "tool output of {bytes} bytes exceeds the cap of {cap} bytes"
             ),
+            CallError::QuotaExceeded {
+                exceeded,
+                tool_said,
+            } => {
+                write!(
+                    f,
+                    "tool exceeded its disk quota and was refused: {exceeded}"
+                )?;
+                match tool_said {
+                    Some(m) => write!(f, "; the tool reported: {m}"),
+                    None => Ok(()),
+                }
+            }
             CallError::Trap(m) => write!(f, "tool crashed (trap): {m}"),
             CallError::Host(m) => write!(f, "host error: {m}"),
+            CallError::Busy(slot) => write!(
+                f,
+                "server busy: {slot}, and none freed up before the call's deadline; the tool did not run, try again later"
+            ),
         }
     }
 }
@@ -87,8 +144,10 @@ impl CallError {
             CallError::Timeout { .. } => ErrorKind::Timeout,
             CallError::MemoryLimit { .. } => ErrorKind::MemoryLimit,
             CallError::OutputTooLarge { .. } => ErrorKind::OutputTooLarge,
+            CallError::QuotaExceeded { .. } => ErrorKind::QuotaExceeded,
             CallError::Trap(_) => ErrorKind::Trap,
             CallError::Host(_) => ErrorKind::HostError,
+            CallError::Busy(_) => ErrorKind::Busy,
         }
     }
 }
@@ -101,6 +160,36 @@ pub struct Plugin {
     pub cache: CacheOutcome,
     pre: ToolPluginPre<StoreState>,
     pub tools: Vec<RawTool>,
+    /// This plugin's share of the call slots.
+    share: Semaphore,
+}
+
+/// Why a plugin did not load.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The plugin is unusable as it is (not a tool component, list-tools
+    /// trapped or ran past its deadline, ...): refused until its file changes.
+    Refused(anyhow::Error),
+    /// A transient condition (no free load or instance slot): retry later.
+    Busy(String),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Refused(e) if f.alternate() => write!(f, "{e:#}"),
+            LoadError::Refused(e) => write!(f, "{e}"),
+            LoadError::Busy(m) => write!(f, "{m} (will retry)"),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+impl From<anyhow::Error> for LoadError {
+    fn from(e: anyhow::Error) -> Self {
+        LoadError::Refused(e)
+    }
 }
 
 impl std::fmt::Debug for Plugin {
@@ -113,14 +202,15 @@ impl std::fmt::Debug for Plugin {
 }
 
 impl Plugin {
-    /// Compile (or load from cache), link and ask the plugin for its tools.
-    /// A file that is not a component, or a component that does not export
-    /// the tool world, is refused with an error naming the file.
+    /// Compile (or load from cache), link and ask the plugin for its tools,
+    /// within `--load-timeout-ms`. A file that is not a component, or a
+    /// component that does not export the tool world, is refused with an
+    /// error naming the file.
     pub async fn load(
         sandbox: &Sandbox,
         cache: &ComponentCache,
         path: &Path,
-    ) -> Result<Arc<Plugin>> {
+    ) -> Result<Arc<Plugin>, LoadError> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         Self::from_bytes(sandbox, cache, path, &bytes).await
     }
@@ -130,17 +220,17 @@ impl Plugin {
         cache: &ComponentCache,
         path: &Path,
         bytes: &[u8],
-    ) -> Result<Arc<Plugin>> {
+    ) -> Result<Arc<Plugin>, LoadError> {
         let name = path.display();
         if !wasmparser::Parser::is_component(bytes) {
             if wasmparser::Parser::is_core_wasm(bytes) {
-                anyhow::bail!("{name}: is a core wasm module, not a component (componentize it with the WASI preview1 adapter)");
+                return Err(anyhow::anyhow!("{name}: is a core wasm module, not a component (componentize it with the WASI preview1 adapter)").into());
             }
-            anyhow::bail!("{name}: is not a WebAssembly component");
+            return Err(anyhow::anyhow!("{name}: is not a WebAssembly component").into());
         }
         let digest = sha256_hex(bytes);
-        let (component, outcome) = cache
-            .load(sandbox.engine(), bytes, &digest)
+        let (component, outcome) = compile(sandbox, cache, bytes, &digest)
+            .await
             .with_context(|| format!("{name}: failed to compile"))?;
         let pre = link(sandbox, &component).with_context(|| format!("{name}: cannot be linked"))?;
         let mut plugin = Plugin {
@@ -149,22 +239,31 @@ impl Plugin {
             cache: outcome,
             pre,
             tools: Vec::new(),
+            share: Semaphore::new(sandbox.limits().plugin_share()),
         };
-        plugin.tools = plugin
-            .list_tools(sandbox)
-            .await
-            .map_err(|e| anyhow::anyhow!("{name}: list-tools failed: {e}"))?;
+        plugin.tools = match plugin.list_tools(sandbox).await {
+            Ok(tools) => tools,
+            Err(e @ CallError::Busy(_)) => return Err(LoadError::Busy(format!("{name}: {e}"))),
+            Err(e) => return Err(anyhow::anyhow!("{name}: list-tools failed: {e}").into()),
+        };
         Ok(Arc::new(plugin))
     }
 
+    /// This plugin's share of the call slots.
+    pub fn share(&self) -> &Semaphore {
+        &self.share
+    }
+
     async fn list_tools(&self, sandbox: &Sandbox) -> Result<Vec<RawTool>, CallError> {
-        let mut store = fresh_store(sandbox, false)?;
-        let result = async {
+        let deadline = Instant::now() + sandbox.limits().load_timeout;
+        let mut store = fresh_store(sandbox, false, deadline)?;
+        let run = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.wasm_mcp_tool_tool().call_list_tools(&mut store).await
-        }
-        .await;
-        let tools = result.map_err(|e| classify_trap(e, sandbox))?;
+        };
+        let result = until(deadline, run).await;
+        let budget = sandbox.limits().load_timeout;
+        let tools = result.map_err(|e| classify_trap(e, &store, sandbox, budget))?;
         Ok(tools
             .into_iter()
             .map(|t| RawTool {
@@ -184,33 +283,51 @@ impl Plugin {
     /// Build a store and instantiate without calling anything: the fixed
     /// cost every call pays (used by the benchmarks).
     pub async fn instantiate_only(&self, sandbox: &Sandbox) -> Result<(), CallError> {
-        let mut store = fresh_store(sandbox, true)?;
-        self.pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| classify_trap(e, sandbox))?;
+        let deadline = Instant::now() + sandbox.limits().timeout;
+        let mut store = fresh_store(sandbox, true, deadline)?;
+        let result = until(deadline, self.pre.instantiate_async(&mut store)).await;
+        result.map_err(|e| classify_trap(e, &store, sandbox, sandbox.limits().timeout))?;
         Ok(())
     }
 
-    /// Run one tool call in a fresh instance. Returns the JSON text result.
+    /// Run one tool call in a fresh instance, with the full `--timeout-ms`.
+    /// Returns the JSON text result.
     pub async fn call(
         &self,
         sandbox: &Sandbox,
         tool: &str,
         args_json: &str,
     ) -> Result<String, CallError> {
-        let mut store = fresh_store(sandbox, true)?;
-        let result = async {
+        let deadline = Instant::now() + sandbox.limits().timeout;
+        self.call_until(sandbox, tool, args_json, deadline).await
+    }
+
+    /// Run one tool call in a fresh instance that ends by `deadline`,
+    /// wherever the guest is then (wasm code or an async host call: clocks,
+    /// poll, streams); its store and instance are dropped. (File operations
+    /// run synchronously on this thread: see the README's sandbox table.)
+    pub async fn call_until(
+        &self,
+        sandbox: &Sandbox,
+        tool: &str,
+        args_json: &str,
+        deadline: Instant,
+    ) -> Result<String, CallError> {
+        let mut store = fresh_store(sandbox, true, deadline)?;
+        let run = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.wasm_mcp_tool_tool()
                 .call_call(&mut store, tool, args_json)
                 .await
-        }
-        .await;
+        };
+        let result = until(deadline, run).await;
         let (out, dropped_out) = store.data().stdout.take();
         let (err, dropped_err) = store.data().stderr.take();
         if !out.is_empty() || !err.is_empty() {
             tracing::debug!(tool, stdout = %out, stderr = %err, dropped = dropped_out + dropped_err, "guest output");
+        }
+        if let Some(e) = quota_error(store.data(), &result) {
+            return Err(e);
         }
         match result {
             Ok(Ok(text)) => {
@@ -227,23 +344,73 @@ impl Plugin {
                 code: e.code,
                 message: e.message,
             }),
-            Err(e) => Err(match classify_trap(e, sandbox) {
-                // A panic message on stderr is the most useful part of a trap.
-                CallError::Trap(m) if !err.trim().is_empty() => CallError::Trap(format!(
-                    "{m}; guest stderr: {}",
-                    tail_bytes(err.trim(), 800)
-                )),
-                other => other,
-            }),
+            Err(e) => Err(
+                match classify_trap(e, &store, sandbox, sandbox.limits().timeout) {
+                    // A panic message on stderr is the most useful part of a trap.
+                    CallError::Trap(m) if !err.trim().is_empty() => CallError::Trap(format!(
+                        "{m}; guest stderr: {}",
+                        tail_bytes(err.trim(), 800)
+                    )),
+                    other => other,
+                },
+            ),
         }
     }
 }
 
+/// A call that ran into a disk budget ends as `quota_exceeded` whatever it
+/// returned (keeping the start of the tool's own error message).
+fn quota_error<T>(
+    state: &StoreState,
+    result: &wasmtime::Result<Result<T, wit::ToolError>>,
+) -> Option<CallError> {
+    let exceeded = state.disk.exceeded()?;
+    let tool_said = match result {
+        Ok(Err(e)) => Some(head_chars(&e.message, 300).to_string()),
+        _ => None,
+    };
+    Some(CallError::QuotaExceeded {
+        exceeded,
+        tool_said,
+    })
+}
+
 /// A new store for one call; failing to build one is the host's fault.
-fn fresh_store(sandbox: &Sandbox, with_fs: bool) -> Result<wasmtime::Store<StoreState>, CallError> {
+fn fresh_store(
+    sandbox: &Sandbox,
+    with_fs: bool,
+    deadline: Instant,
+) -> Result<wasmtime::Store<StoreState>, CallError> {
     sandbox
-        .new_store(with_fs)
+        .new_store(with_fs, deadline)
         .map_err(|e| CallError::Host(format!("{e:#}")))
+}
+
+/// Runs `fut` (work in a store) until `deadline`. Past it the future is
+/// dropped wherever the guest is (wasmtime's async fibers are safe to drop)
+/// and the result is an interrupt trap, like the epoch deadline's.
+async fn until<T>(
+    deadline: Instant,
+    fut: impl Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    before(deadline, fut)
+        .await
+        .unwrap_or_else(|| Err(wasmtime::Error::new(Trap::Interrupt)))
+}
+
+/// Compiles on the blocking pool (Cranelift can take seconds), so loads
+/// run in parallel and never stall the async workers.
+async fn compile(
+    sandbox: &Sandbox,
+    cache: &ComponentCache,
+    bytes: &[u8],
+    digest: &str,
+) -> Result<(Component, CacheOutcome)> {
+    let (engine, cache) = (sandbox.engine().clone(), cache.clone());
+    let (bytes, digest) = (bytes.to_vec(), digest.to_owned());
+    tokio::task::spawn_blocking(move || cache.load(&engine, &bytes, &digest))
+        .await
+        .context("the compile task failed")?
 }
 
 fn link(sandbox: &Sandbox, component: &Component) -> Result<ToolPluginPre<StoreState>> {
@@ -263,25 +430,31 @@ fn error_code_name(c: ErrorCode) -> &'static str {
     }
 }
 
-fn classify_trap(e: wasmtime::Error, sandbox: &Sandbox) -> CallError {
+/// Classifies a failed call: its deadline (`budget` after its start)
+/// passed, memory limit (the store's limiter says so), instance pool
+/// exhausted, or a trap of the guest.
+fn classify_trap(
+    e: wasmtime::Error,
+    store: &wasmtime::Store<StoreState>,
+    sandbox: &Sandbox,
+    budget: std::time::Duration,
+) -> CallError {
     let limits = sandbox.limits();
-    if let Some(trap) = e.downcast_ref::<Trap>() {
-        if *trap == Trap::Interrupt {
-            return CallError::Timeout {
-                seconds: limits.timeout.as_secs_f64(),
-            };
-        }
+    if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        return CallError::Timeout {
+            seconds: budget.as_secs_f64(),
+        };
     }
-    let text = format!("{e:#}");
-    if text.contains("forcing trap when growing memory")
-        || text.contains("memory allocation") && text.contains("limit")
-    {
+    if store.data().limiter().exceeded() {
         return CallError::MemoryLimit {
             bytes: limits.memory_bytes,
         };
     }
+    if e.downcast_ref::<PoolConcurrencyLimitError>().is_some() {
+        return CallError::Busy(Slot::InstancePool);
+    }
     // The wasm backtrace is noise for the model but useful in the log.
-    tracing::debug!("trap detail: {text}");
+    tracing::debug!("trap detail: {e:#}");
     match e.downcast_ref::<Trap>() {
         Some(trap) => CallError::Trap(trap.to_string()),
         None => CallError::Trap(head_chars(&e.root_cause().to_string(), 500).into()),

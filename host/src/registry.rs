@@ -5,17 +5,19 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::task::JoinSet;
 
 use crate::cache::ComponentCache;
 use wasm_mcp_protocol::ErrorKind;
 
 use crate::catalog::Catalog;
-use crate::plugin::{CallError, Plugin};
+use crate::limits::{before, LOAD_SLOTS};
+use crate::plugin::{CallError, LoadError, Plugin, Slot};
 use crate::sandbox::Sandbox;
 
 /// File identity used to notice plugin changes without re-reading bytes.
@@ -65,13 +67,24 @@ impl Outcome {
 type Seen = BTreeMap<PathBuf, (Stamp, Option<Arc<Plugin>>)>;
 
 pub struct Registry {
-    sandbox: Sandbox,
+    sandbox: Arc<Sandbox>,
     cache: ComponentCache,
     dir: PathBuf,
     allow: Option<Vec<String>>,
     catalog: RwLock<Arc<Catalog>>,
     loaded: tokio::sync::Mutex<Seen>,
+    /// The server's call slots (`--max-concurrency`).
     permits: Semaphore,
+    /// Plugin loads running at once (they have their own instance slots).
+    load_slots: Arc<Semaphore>,
+}
+
+/// What one load attempt of a changed file gave.
+enum Loaded {
+    /// Loaded, or refused for good (`None`) until the file changes.
+    Done(Option<Arc<Plugin>>),
+    /// A transient failure: keep what was there and retry at the next scan.
+    Retry,
 }
 
 fn scan(dir: &Path) -> Result<Vec<(PathBuf, Stamp)>> {
@@ -118,7 +131,8 @@ impl Registry {
         );
         let reg = Arc::new(Registry {
             permits: Semaphore::new(sandbox.limits().max_concurrency),
-            sandbox,
+            load_slots: Arc::new(Semaphore::new(LOAD_SLOTS)),
+            sandbox: Arc::new(sandbox),
             cache,
             dir: dir.to_owned(),
             allow,
@@ -129,50 +143,51 @@ impl Registry {
         Ok(reg)
     }
 
-    pub fn sandbox(&self) -> &Sandbox {
-        &self.sandbox
-    }
-
     /// The current catalog (cheap clone of an `Arc`).
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.read().unwrap().clone()
     }
 
-    /// Rescan the plugin dir; (re)load changed files. Returns true when the
-    /// published tool list changed (the caller then notifies clients).
+    /// Rescan the plugin dir; (re)load changed files, in parallel, each
+    /// under `--load-timeout-ms` (waiting for a load slot included). Returns
+    /// true when the published tool list changed (the caller then notifies
+    /// clients).
     pub async fn reload(&self) -> Result<bool> {
         let files = scan(&self.dir)?;
         let mut loaded = self.loaded.lock().await;
         let mut next = BTreeMap::new();
-        let mut changed_files = false;
+        let mut changed = Vec::new();
         for (path, stamp) in files {
-            if let Some((old, plugin)) = loaded.get(&path) {
-                if *old == stamp {
-                    // Unchanged: keep it (a refused file stays refused until it changes).
+            match loaded.get(&path) {
+                // Unchanged: keep it (a refused file stays refused until it changes).
+                Some((old, plugin)) if *old == stamp => {
                     next.insert(path, (stamp, plugin.clone()));
-                    continue;
+                }
+                _ => changed.push((path, stamp)),
+            }
+        }
+        let mut changed_files = false;
+        for (path, stamp, result) in self.load_all(changed).await {
+            match result {
+                Loaded::Done(plugin) => {
+                    changed_files = true;
+                    next.insert(path, (stamp, plugin));
+                }
+                Loaded::Retry => {
+                    if let Some(old) = loaded.get(&path) {
+                        next.insert(path, old.clone());
+                    }
                 }
             }
-            changed_files = true;
-            let started = std::time::Instant::now();
-            let plugin = match Plugin::load(&self.sandbox, &self.cache, &path).await {
-                Ok(p) => {
-                    tracing::info!(plugin = %path.display(), tools = p.tools.len(), cache = ?p.cache,
-                        ms = started.elapsed().as_millis() as u64, "loaded plugin");
-                    Some(p)
-                }
-                Err(e) => {
-                    tracing::error!("refused plugin: {e:#}");
-                    None
-                }
-            };
-            next.insert(path, (stamp, plugin));
         }
         changed_files |= loaded.len() != next.len();
         *loaded = next;
-        if !changed_files {
-            return Ok(false);
-        }
+        Ok(changed_files && self.publish(&loaded))
+    }
+
+    /// Builds and swaps in the catalog of `loaded`; true when the published
+    /// tool list changed.
+    fn publish(&self, loaded: &Seen) -> bool {
         // BTreeMap order = file-name order: the first plugin defining a name wins.
         let plugins: Vec<Arc<Plugin>> = loaded.values().filter_map(|(_, p)| p.clone()).collect();
         let old = self.catalog();
@@ -193,31 +208,131 @@ impl Registry {
             "catalog built"
         );
         *self.catalog.write().unwrap() = Arc::new(new);
-        Ok(changed)
+        changed
     }
 
-    /// Validate and run one call against the given catalog snapshot.
-    pub async fn call(&self, catalog: &Catalog, name: &str, args: Value) -> Option<Outcome> {
-        let tool = catalog.get(name)?;
-        if let Err(e) = wasm_mcp_protocol::validate(&tool.input, &args) {
-            return Some(Outcome::InvalidArguments(e));
+    /// Loads `files` concurrently: in file-name order each waits for a
+    /// load slot (until the scan's budget runs out: then it is retried at
+    /// the next scan) and runs `list-tools` under its own deadline, so slow
+    /// plugins neither add up nor hold back the others.
+    async fn load_all(&self, files: Vec<(PathBuf, Stamp)>) -> Vec<(PathBuf, Stamp, Loaded)> {
+        let budget = Instant::now() + self.sandbox.limits().load_timeout;
+        let mut results: Vec<Option<Loaded>> = files.iter().map(|_| None).collect();
+        let mut tasks = JoinSet::new();
+        for (i, (path, _)) in files.iter().enumerate() {
+            let Some(slot) = acquire_owned_until(&self.load_slots, budget).await else {
+                let busy = LoadError::Busy(format!("{}: {}", path.display(), Slot::Load));
+                results[i] = Some(log_load(path, Err(busy), Instant::now()));
+                continue;
+            };
+            let (sandbox, cache, path) = (self.sandbox.clone(), self.cache.clone(), path.clone());
+            tasks.spawn(async move {
+                let started = Instant::now();
+                let result = Plugin::load(&sandbox, &cache, &path).await;
+                drop(slot);
+                (i, log_load(&path, result, started))
+            });
         }
-        let _permit = self.permits.acquire().await.expect("semaphore closed");
-        let args_text = args.to_string();
-        let started = std::time::Instant::now();
-        let result = tool.plugin.call(&self.sandbox, name, &args_text).await;
+        while let Some(done) = tasks.join_next().await {
+            match done {
+                Ok((i, loaded)) => results[i] = Some(loaded),
+                Err(e) => tracing::error!("a plugin load task failed: {e}"),
+            }
+        }
+        files
+            .into_iter()
+            .zip(results)
+            .map(|((path, stamp), r)| (path, stamp, r.unwrap_or(Loaded::Retry)))
+            .collect()
+    }
+
+    /// Validate and run one call against the given catalog snapshot. The
+    /// call's deadline starts now: it waits for a slot at most half of it
+    /// (then it is `busy`, having run nothing), so an admitted call always
+    /// has at least the other half to run.
+    pub async fn call(&self, catalog: &Catalog, name: &str, args: Value) -> Option<Outcome> {
+        let arrived = Instant::now();
+        let timeout = self.sandbox.limits().timeout;
+        let (admit_by, deadline) = (arrived + timeout / 2, arrived + timeout);
+        let tool = catalog.get(name)?;
+        let validation = wasm_mcp_protocol::Validation::shared();
+        let args = match validation.validate(&tool.input, args).await {
+            Ok(args) => args,
+            Err(e) => return Some(Outcome::InvalidArguments(e.to_string())),
+        };
+        let started = Instant::now();
+        let result = match self.admit(&tool.plugin, admit_by).await {
+            Ok(_permits) => {
+                let args_text = args.to_string();
+                let sandbox = &self.sandbox;
+                tool.plugin
+                    .call_until(sandbox, name, &args_text, deadline)
+                    .await
+            }
+            Err(busy) => Err(busy),
+        };
         let elapsed_us = started.elapsed().as_micros() as u64;
         let outcome = match result {
             Err(e) => {
                 tracing::info!(tool = name, kind = %e.kind(), elapsed_us, "call failed: {e}");
                 Outcome::Failed(e)
             }
-            Ok(text) => match wasm_mcp_protocol::check_result(&text, tool.output.as_ref()) {
+            Ok(text) => match validation.check_result(&text, tool.output.as_ref()).await {
                 Ok(value) => Outcome::Ok { value, text },
                 Err(e) => Outcome::ContractViolation(e),
             },
         };
         tracing::debug!(tool = name, elapsed_us, "call done");
         Some(outcome)
+    }
+
+    /// Takes a slot of the plugin's share, then a server slot, both before
+    /// `deadline` (else `busy`): one plugin's stuck calls can hold at most
+    /// its share of the server, never a slot of another plugin.
+    async fn admit<'a>(
+        &'a self,
+        plugin: &'a Plugin,
+        deadline: Instant,
+    ) -> Result<(SemaphorePermit<'a>, SemaphorePermit<'a>), CallError> {
+        let limits = self.sandbox.limits();
+        let share = acquire_until(plugin.share(), deadline)
+            .await
+            .ok_or(CallError::Busy(Slot::PluginShare(limits.plugin_share())))?;
+        let server = acquire_until(&self.permits, deadline)
+            .await
+            .ok_or(CallError::Busy(Slot::Server(limits.max_concurrency)))?;
+        Ok((share, server))
+    }
+}
+
+/// A permit of `sem`, unless `deadline` passes first.
+async fn acquire_until(sem: &Semaphore, deadline: Instant) -> Option<SemaphorePermit<'_>> {
+    before(deadline, sem.acquire()).await?.ok()
+}
+
+/// An owned permit of `sem`, unless `deadline` passes first.
+async fn acquire_owned_until(
+    sem: &Arc<Semaphore>,
+    deadline: Instant,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    before(deadline, sem.clone().acquire_owned()).await?.ok()
+}
+
+/// Logs a load attempt's result and sorts it: loaded, refused, or retry.
+fn log_load(path: &Path, result: Result<Arc<Plugin>, LoadError>, started: Instant) -> Loaded {
+    match result {
+        Ok(p) => {
+            tracing::info!(plugin = %path.display(), tools = p.tools.len(), cache = ?p.cache,
+                ms = started.elapsed().as_millis() as u64, "loaded plugin");
+            Loaded::Done(Some(p))
+        }
+        Err(LoadError::Busy(m)) => {
+            tracing::warn!("plugin not loaded yet: {m}");
+            Loaded::Retry
+        }
+        Err(e @ LoadError::Refused(_)) => {
+            tracing::error!("refused plugin: {e:#}");
+            Loaded::Done(None)
+        }
     }
 }

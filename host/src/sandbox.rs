@@ -2,15 +2,19 @@
 //! call whose only capability is the task worktree, preopened as `/`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use wasmtime::component::{Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Config, Engine, Store, UpdateDeadline};
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::limits::{Limits, EPOCH_TICK};
+use crate::disk_budget::{CallBudget, WorktreeUsage};
+use crate::disk_guard::GuardedFs;
+use crate::limits::{Limits, StoreLimiter, EPOCH_TICK};
 use crate::logpipe::LogPipe;
 
 /// How the worktree is mounted.
@@ -66,9 +70,18 @@ impl wasmtime_wasi::HostMonotonicClock for FrozenMonotonic {
 pub struct StoreState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limiter: StoreLimiter,
+    /// What this call may still add to the worktree.
+    pub disk: CallBudget,
     pub stdout: LogPipe,
     pub stderr: LogPipe,
+}
+
+impl StoreState {
+    /// The store's memory accounting (did the call hit its memory limit?).
+    pub fn limiter(&self) -> &StoreLimiter {
+        &self.limiter
+    }
 }
 
 impl WasiView for StoreState {
@@ -87,9 +100,11 @@ pub struct Sandbox {
     worktree: Option<PathBuf>,
     access: FsAccess,
     limits: Limits,
+    /// What all calls together have added to the worktree.
+    disk_usage: Arc<WorktreeUsage>,
     /// `Some(wall time)` when clocks are frozen.
     frozen_at: Option<std::time::Duration>,
-    _ticker: Arc<EpochTicker>,
+    _ticker: EpochTicker,
 }
 
 impl Sandbox {
@@ -106,6 +121,13 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(anyhow::Error::from)
             .context("adding WASI 0.2 to the linker")?;
+        crate::disk_guard::add_to_linker(&mut linker, |s: &mut StoreState| GuardedFs {
+            fs: WasiFilesystemCtxView {
+                ctx: s.wasi.filesystem(),
+                table: &mut s.table,
+            },
+            budget: &s.disk,
+        })?;
         let worktree = match worktree {
             Some(w) => Some(
                 w.canonicalize()
@@ -129,6 +151,7 @@ impl Sandbox {
             worktree,
             access,
             limits,
+            disk_usage: Arc::default(),
             frozen_at,
             _ticker: ticker,
         })
@@ -146,13 +169,11 @@ impl Sandbox {
         &self.limits
     }
 
-    pub fn worktree(&self) -> Option<&Path> {
-        self.worktree.as_deref()
-    }
-
     /// A fresh store: worktree preopened as `/` (if any), no env, no args,
-    /// no stdin, no network, bounded stdout/stderr, memory limit, deadline.
-    pub fn new_store(&self, with_fs: bool) -> Result<Store<StoreState>> {
+    /// no stdin, no network, bounded stdout/stderr, memory limit, and the
+    /// call's `deadline` for wasm code (host calls are bounded by the
+    /// caller, see `plugin.rs`).
+    pub fn new_store(&self, with_fs: bool, deadline: Instant) -> Result<Store<StoreState>> {
         let stdout = LogPipe::new(self.limits.max_log_bytes);
         let stderr = LogPipe::new(self.limits.max_log_bytes);
         let mut b = WasiCtxBuilder::new();
@@ -177,27 +198,19 @@ impl Sandbox {
                 .map_err(anyhow::Error::from)
                 .context("preopening the worktree")?;
         }
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(self.limits.memory_bytes)
-            .instances(32)
-            .memories(8)
-            .tables(32)
-            .table_elements(1 << 20)
-            .trap_on_grow_failure(true)
-            .build();
         let state = StoreState {
             wasi: b.build(),
             table: ResourceTable::new(),
-            limits,
+            limiter: StoreLimiter::new(self.limits.memory_bytes, self.limits.per_component),
+            disk: CallBudget::new(self.limits.disk, self.disk_usage.clone()),
             stdout,
             stderr,
         };
         let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
+        store.limiter(|s| &mut s.limiter);
         // Every epoch tick the guest yields to the async executor (so a
         // long-running call never starves other requests on this worker
         // thread); past the call's deadline it is interrupted with a trap.
-        let deadline = Instant::now() + self.limits.timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
             Ok(if Instant::now() >= deadline {
@@ -217,14 +230,9 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
     // Guests get a bounded native stack too.
     cfg.max_wasm_stack(1 << 20);
     if opts.pooling {
-        let mut pool = wasmtime::PoolingAllocationConfig::default();
-        let slots = (limits.max_concurrency as u32 + 2) * 6;
-        pool.total_component_instances(limits.max_concurrency as u32 + 2);
-        pool.total_core_instances(slots);
-        pool.total_memories(slots);
-        pool.total_tables(slots);
-        pool.max_memory_size(limits.memory_bytes);
-        cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool_config(
+            limits,
+        )));
         match Engine::new(&cfg) {
             Ok(engine) => return Ok(engine),
             Err(e) => {
@@ -238,31 +246,58 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
         .context("creating the wasmtime engine")
 }
 
+/// The instance pool, sized so that every call and load slot can hold one
+/// component of the largest admitted shape at once: admitted calls never
+/// find it exhausted.
+fn pool_config(limits: &Limits) -> wasmtime::PoolingAllocationConfig {
+    let slots = limits.instance_slots();
+    let per = limits.per_component;
+    let mut pool = wasmtime::PoolingAllocationConfig::default();
+    pool.total_component_instances(slots)
+        .max_core_instances_per_component(per.core_instances)
+        .max_memories_per_component(per.memories)
+        .max_tables_per_component(per.tables)
+        .total_core_instances(slots * per.core_instances)
+        .total_memories(slots * per.memories)
+        .total_tables(slots * per.tables)
+        .total_stacks(slots)
+        .max_memory_size(limits.memory_bytes);
+    pool
+}
+
 /// Background thread that advances the engine's epoch every [`EPOCH_TICK`].
-/// Stops when the last [`Sandbox`] holding it is dropped.
+/// Dropping it stops the thread and waits for it (like wasmtime's
+/// `EpochThread`), so no ticker outlives its sandbox.
 struct EpochTicker {
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl EpochTicker {
-    fn start(engine: Engine) -> Arc<Self> {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("epoch-ticker".into())
             .spawn(move || {
-                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
                 }
             })
             .expect("spawning the epoch ticker");
-        Arc::new(EpochTicker { stop })
+        EpochTicker {
+            stop,
+            thread: Some(thread),
+        }
     }
 }
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }

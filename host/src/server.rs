@@ -12,9 +12,10 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 
-use wasm_mcp_protocol::{decode_cursor, encode_cursor, ErrorKind, ERROR_KIND_META};
+use wasm_mcp_protocol::{decode_cursor, encode_cursor, ErrorKind};
 
 use crate::registry::{Outcome, Registry};
+use crate::wire_limits::{error_result, fit_response, DEFAULT_MAX_RESPONSE_BYTES};
 
 /// Default `tools/list` page size.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -23,6 +24,7 @@ pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub struct McpServer {
     registry: Arc<Registry>,
     page_size: usize,
+    max_response_bytes: usize,
     peer: Arc<Mutex<Option<Peer<RoleServer>>>>,
 }
 
@@ -31,8 +33,15 @@ impl McpServer {
         McpServer {
             registry,
             page_size: page_size.max(1),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             peer: Arc::default(),
         }
+    }
+
+    /// Cap on one serialized response (default [`DEFAULT_MAX_RESPONSE_BYTES`]).
+    pub fn with_max_response_bytes(mut self, bytes: usize) -> Self {
+        self.max_response_bytes = bytes;
+        self
     }
 
     /// Poll the plugin directory every `interval`; on a change, swap in the
@@ -63,14 +72,6 @@ impl McpServer {
             }
         }
     }
-}
-
-fn error_result(text: String, kind: ErrorKind) -> CallToolResult {
-    let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
-    let mut meta = rmcp::model::MetaObject::new();
-    meta.insert(ERROR_KIND_META.into(), Value::String(kind.as_str().into()));
-    r.meta = Some(meta);
-    r
 }
 
 impl ServerHandler for McpServer {
@@ -111,7 +112,10 @@ impl ServerHandler for McpServer {
                 None => return Err(McpError::invalid_params("invalid cursor", Some(json!({"cursor": c})))),
             },
         };
-        let (tools, next) = catalog.page(offset, self.page_size);
+        // Room for the cursor and the envelope; one tool always fits (its
+        // title, description and schemas are capped at load).
+        let budget = self.max_response_bytes.saturating_sub(4096);
+        let (tools, next) = catalog.page_within(offset, self.page_size, budget);
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next.map(|n| encode_cursor(catalog.version, n));
         Ok(result)
@@ -120,7 +124,7 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let catalog = self.registry.catalog();
         let name = request.name.to_string();
@@ -131,23 +135,30 @@ impl ServerHandler for McpServer {
                 Some(json!({"name": name})),
             ));
         };
-        let (Some(kind), Some(message)) = (outcome.kind(), outcome.error_message()) else {
-            let Outcome::Ok { value, text } = outcome else {
-                unreachable!("only Ok has no error kind")
-            };
-            let mut r = CallToolResult::structured(value);
-            r.content = vec![ContentBlock::text(text)];
-            return Ok(r.into());
-        };
-        let text = match kind {
-            ErrorKind::InvalidArguments => format!("invalid arguments for {name}: {message}"),
-            ErrorKind::ContractViolation => {
-                tracing::warn!(tool = %name, "contract violation: {message}");
-                format!("tool {name} broke its contract: {message}")
+        let result = match outcome {
+            Outcome::Ok { value, text } => {
+                let mut r = CallToolResult::structured(value);
+                r.content = vec![ContentBlock::text(text)];
+                r
             }
-            _ => message,
+            failed => {
+                let kind = failed.kind().unwrap_or(ErrorKind::HostError);
+                error_result(error_text(&name, &failed), kind)
+            }
         };
-        let result = error_result(text, kind);
-        Ok(result.into())
+        Ok(fit_response(result, &context.id, &name, self.max_response_bytes).into())
+    }
+}
+
+/// The message an error result shows, naming the tool where the kind needs it.
+fn error_text(name: &str, outcome: &Outcome) -> String {
+    let message = outcome.error_message().unwrap_or_default();
+    match outcome.kind() {
+        Some(ErrorKind::InvalidArguments) => format!("invalid arguments for {name}: {message}"),
+        Some(ErrorKind::ContractViolation) => {
+            tracing::warn!(tool = %name, "contract violation: {message}");
+            format!("tool {name} broke its contract: {message}")
+        }
+        _ => message,
     }
 }

@@ -23,10 +23,14 @@ pub enum ErrorKind {
     ContractViolation,
     /// The host could not set up the call.
     HostError,
+    /// No concurrency slot came free within the wait budget.
+    Busy,
+    /// The call ran past a disk quota (bytes written, files created, file size).
+    QuotaExceeded,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::InvalidArguments,
         ErrorKind::ToolError,
         ErrorKind::Timeout,
@@ -35,6 +39,8 @@ impl ErrorKind {
         ErrorKind::Trap,
         ErrorKind::ContractViolation,
         ErrorKind::HostError,
+        ErrorKind::Busy,
+        ErrorKind::QuotaExceeded,
     ];
 
     /// The wire name, e.g. `"memory_limit"`.
@@ -48,6 +54,8 @@ impl ErrorKind {
             ErrorKind::Trap => "trap",
             ErrorKind::ContractViolation => "contract_violation",
             ErrorKind::HostError => "host_error",
+            ErrorKind::Busy => "busy",
+            ErrorKind::QuotaExceeded => "quota_exceeded",
         }
     }
 

@@ -3,18 +3,26 @@
 //! cheaply: tool names, object schemas, argument and result validation,
 //! text bounds, error kinds, pagination cursors.
 
+#[cfg(feature = "bounded")]
+pub mod bounded;
+pub mod checked_schema;
 pub mod cursor;
 pub mod errors;
 pub mod names;
 pub mod schema;
+pub mod schema_limits;
 pub mod text;
 pub mod validate;
 
+#[cfg(feature = "bounded")]
+pub use bounded::{Validation, ValidationBudget, ValidationFailure};
+pub use checked_schema::{CheckedSchema, SchemaError};
 pub use cursor::{decode_cursor, encode_cursor};
 pub use errors::{ErrorKind, ERROR_KIND_META};
 pub use names::valid_tool_name;
 pub use schema::{
     compile_schema, compile_value, is_object_schema, parse_object_schema, MissingType,
 };
+pub use schema_limits::{check_schema, check_schema_text, SchemaLimitError, SchemaLimits};
 pub use text::{cap_description, MAX_DESCRIPTION};
 pub use validate::{check_result, validate};

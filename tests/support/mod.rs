@@ -51,39 +51,17 @@ pub fn plugin_dir(files: &[&str]) -> tempfile::TempDir {
 }
 
 /// Run git in `repo`; panics with git's stderr on failure.
-pub fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+#[allow(unused_imports)] // not every suite uses it
+pub use wasm_mcp_harness_testing::git;
 
 /// A fresh git repo with one commit (Cargo.toml, README.md).
 pub fn sample_repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path();
-    git(repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("Cargo.toml"), "[workspace]\nmembers = [\"a\"]\n").unwrap();
-    std::fs::write(repo.join("README.md"), "# sample\nA workspace for tests.\n").unwrap();
-    git(repo, &["add", "."]);
-    git(
-        repo,
+    wasm_mcp_harness_testing::init_repo(
+        dir.path(),
         &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
+            ("Cargo.toml", "[workspace]\nmembers = [\"a\"]\n"),
+            ("README.md", "# sample\nA workspace for tests.\n"),
         ],
     );
     dir
@@ -392,4 +370,32 @@ pub fn text_of(result: &Value) -> String {
 
 pub fn is_error(result: &Value) -> bool {
     result["isError"] == json!(true)
+}
+
+impl Server {
+    /// Send a request and return its response line exactly as written (so
+    /// tests can measure the frame), or None on timeout.
+    pub fn request_raw(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Option<String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&msg.to_string());
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).ok()?;
+            match serde_json::from_str::<Value>(&line) {
+                Ok(v) if v.get("id") == Some(&json!(id)) && v.get("method").is_none() => {
+                    return Some(line)
+                }
+                Ok(v) => self.notifications.push(v),
+                Err(_) => self.garbage.push(line),
+            }
+        }
+    }
 }

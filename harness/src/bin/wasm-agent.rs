@@ -1,10 +1,17 @@
-//! `wasm-agent run-task --policy P --task T [--provider scripted|openai] [--keep-worktree]`
+//! `wasm-agent run-task --policy P --task T [--provider scripted|openai]
+//! [--keep-worktree | --discard] [--out-dir DIR] [--json] [--quiet]`
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use wasm_mcp_harness::run::approve_tty::PromptApprover;
+use wasm_mcp_harness::run::interrupt::{on_signals, stop_pair, EXIT_INTERRUPTED};
+use wasm_mcp_harness::run::keep::WorkOutcome;
+use wasm_mcp_harness::run::progress;
 use wasm_mcp_harness::run::task::ProviderChoice;
-use wasm_mcp_harness::{run_task, RunOptions};
+use wasm_mcp_harness::{run_task, RunOptions, RunReport};
 
 #[derive(Parser)]
 #[command(
@@ -24,7 +31,8 @@ enum Provider {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Create a worktree, serve it over MCP, run the agent loop, print the trace, clean up.
+    /// Create a worktree, run the agent loop on it, commit the work on
+    /// `agent/<run-id>` and remove the worktree directory.
     RunTask {
         #[arg(long, default_value = "policy/default.toml")]
         policy: PathBuf,
@@ -33,19 +41,26 @@ enum Cmd {
         /// Default: openai if OPENAI_BASE_URL is set, else scripted.
         #[arg(long, value_enum)]
         provider: Option<Provider>,
-        #[arg(long)]
+        /// Keep the worktree directory as well as the branch.
+        #[arg(long, conflicts_with = "discard")]
         keep_worktree: bool,
+        /// Drop the agent's work: no commit, branch and worktree removed.
+        #[arg(long)]
+        discard: bool,
         /// Runtime dir root (trace.jsonl, artifacts, server stderr). Default: <repo>/.cache/agent-runs
         #[arg(long)]
         out_dir: Option<PathBuf>,
-        /// Print only the summary, not the trace.
+        /// Print the trace as JSON lines on stdout at the end of the run.
+        #[arg(long)]
+        json: bool,
+        /// No progress lines on stderr, only the summary.
         #[arg(long)]
         quiet: bool,
     },
 }
 
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
+async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -53,15 +68,27 @@ async fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    match cli.cmd {
+    let code = match cli.cmd {
         Cmd::RunTask {
             policy,
             task,
             provider,
             keep_worktree,
+            discard,
             out_dir,
+            json,
             quiet,
         } => {
+            let (trigger, stop) = stop_pair();
+            if let Err(e) = on_signals(trigger, || {
+                eprintln!(
+                    "interrupted: stopping the run and saving its work (Ctrl-C again to exit now)"
+                )
+            }) {
+                eprintln!("warning: cannot listen for Ctrl-C: {e}");
+            }
+            // A person at a terminal answers `approval = "ask"`; otherwise ask_default.
+            let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
             let opts = RunOptions {
                 provider: match provider {
                     None => ProviderChoice::Auto,
@@ -69,51 +96,94 @@ async fn main() -> std::process::ExitCode {
                     Some(Provider::Openai) => ProviderChoice::OpenAi,
                 },
                 keep_worktree,
+                discard,
                 out_dir,
+                stop: Some(stop),
+                approver: interactive.then(|| Arc::new(PromptApprover::stdio()) as _),
+                observer: (!quiet).then(|| progress::printer(Box::new(std::io::stderr()))),
                 ..Default::default()
             };
             match run_task(&policy, &task, opts).await {
                 Ok(report) => {
-                    if !quiet {
+                    if json {
                         if let Ok(t) = std::fs::read_to_string(&report.trace_path) {
                             print!("{t}");
                         }
                     }
-                    eprintln!(
-                        "run {} ({}): {}",
-                        report.run_id,
-                        report.provider,
-                        if report.ok() { "ok" } else { "FAILED" }
-                    );
-                    if let Some(r) = &report.result {
-                        eprintln!(
-                            "rounds={} tool_calls={} tool_errors={} contract_violations={}",
-                            r.rounds, r.tool_calls, r.tool_errors, r.contract_violations
-                        );
-                        eprintln!("final: {}", r.final_message);
-                    }
-                    if let Some(e) = &report.error {
-                        eprintln!("error: {e}");
-                    }
-                    eprintln!("trace: {}", report.trace_path.display());
-                    if report.worktree_kept {
-                        eprintln!(
-                            "worktree kept: {} (branch {})",
-                            report.worktree.display(),
-                            report.branch
-                        );
-                    }
-                    if report.ok() {
-                        std::process::ExitCode::SUCCESS
+                    summarize(&report);
+                    if report.interrupted {
+                        EXIT_INTERRUPTED.into()
+                    } else if report.ok() {
+                        0
                     } else {
-                        std::process::ExitCode::FAILURE
+                        1
                     }
                 }
                 Err(e) => {
                     eprintln!("error: {e:#}");
-                    std::process::ExitCode::from(2)
+                    2
                 }
             }
         }
+    };
+    // Exit now: a prompt may still be blocked reading the terminal.
+    std::process::exit(code)
+}
+
+fn summarize(report: &RunReport) {
+    let status = match (report.interrupted, report.ok()) {
+        (true, _) => "INTERRUPTED",
+        (false, true) => "ok",
+        (false, false) => "FAILED",
+    };
+    eprintln!("run {} ({}): {status}", report.run_id, report.provider);
+    if let Some(r) = &report.result {
+        eprintln!(
+            "rounds={} tool_calls={} tool_errors={} contract_violations={}",
+            r.rounds, r.tool_calls, r.tool_errors, r.contract_violations
+        );
+        eprintln!("final: {}", r.final_message);
     }
+    if let Some(e) = &report.error {
+        eprintln!("error: {e}");
+    }
+    eprintln!("trace: {}", report.trace_path.display());
+    match &report.work.work {
+        WorkOutcome::Committed(c) => {
+            eprintln!(
+                "work committed on branch {} (commit {})",
+                c.branch, c.commit
+            );
+            if !c.diffstat.is_empty() {
+                eprintln!("{}", c.diffstat);
+            }
+            for s in &c.skipped {
+                eprintln!("not committed: {s}");
+            }
+            eprintln!(
+                "look at it with: git diff {}...{}",
+                short(&c.base),
+                c.branch
+            );
+        }
+        WorkOutcome::NoChanges => eprintln!(
+            "no changes: nothing committed, branch {} deleted",
+            report.branch
+        ),
+        WorkOutcome::Discarded => {
+            eprintln!("work discarded (--discard): branch and worktree removed")
+        }
+        WorkOutcome::NotSaved { error } => eprintln!("work NOT committed: {error}"),
+    }
+    if report.worktree_kept {
+        eprintln!(
+            "worktree kept: {} (branch {})",
+            report.worktree.display(),
+            report.branch
+        );
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
 }

@@ -95,6 +95,9 @@ impl Connector for ChildConnector {
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(stderr)
+                // Own process group: a terminal's Ctrl-C reaches the harness,
+                // which cancels calls and closes servers in order.
+                .process_group(0)
                 .kill_on_drop(true);
             let mut child = cmd.spawn().map_err(spawn_err)?;
             let stdin = child.stdin.take().expect("piped stdin");
@@ -154,6 +157,8 @@ struct Inner {
     owner: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     list_changed: Arc<AtomicBool>,
     notify: Arc<Notify>,
+    /// Set to a reason: every request in flight sends `notifications/cancelled`.
+    cancel: watch::Sender<Option<String>>,
 }
 
 /// Cloneable handle; requests go through the peer, lifecycle through the owner.
@@ -229,6 +234,7 @@ impl Connection {
             owner: tokio::sync::Mutex::new(Some(owner)),
             list_changed,
             notify,
+            cancel: watch::channel(None).0,
         })))
     }
 }
@@ -258,6 +264,7 @@ async fn owner_task(
         writer,
         mut child,
     } = conduit;
+    let reader = super::frame_guard::guard(reader, super::frame_guard::MAX_FRAME_BYTES);
     let mut service = match tokio::time::timeout(init_timeout, client.serve((reader, writer))).await
     {
         Ok(Ok(s)) => s,
@@ -338,6 +345,23 @@ async fn kill(child: Option<tokio::process::Child>) {
     }
 }
 
+/// Resolves with the reason once `cancel_in_flight` was called.
+async fn cancelled(rx: &mut watch::Receiver<Option<String>>) -> String {
+    loop {
+        if let Some(r) = rx.borrow_and_update().clone() {
+            return r;
+        }
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+async fn send_cancelled(peer: &Peer<RoleClient>, id: rmcp::model::RequestId, reason: &str) {
+    let params = rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
+    let _ = peer.notify_cancelled(params).await;
+}
+
 fn check_handshake(
     server: &str,
     peer: &Peer<RoleClient>,
@@ -410,6 +434,7 @@ impl ConnectionHandle {
         if !self.is_alive() {
             return Err(CallFault::NotConnected);
         }
+        let mut cancel = self.0.cancel.subscribe();
         let fut = async {
             let handle = self
                 .0
@@ -417,10 +442,14 @@ impl ConnectionHandle {
                 .send_request_with_option(req, PeerRequestOptions::with_timeout(timeout))
                 .await
                 .map_err(|e| CallFault::from_service(e, timeout))?;
-            handle
-                .await_response()
-                .await
-                .map_err(|e| CallFault::from_service(e, timeout))
+            let (peer, id) = (handle.peer.clone(), handle.id.clone());
+            tokio::select! {
+                r = handle.await_response() => r.map_err(|e| CallFault::from_service(e, timeout)),
+                reason = cancelled(&mut cancel) => {
+                    send_cancelled(&peer, id, &reason).await;
+                    Err(CallFault::Cancelled(reason))
+                }
+            }
         };
         // Belt and braces: rmcp enforces the timeout; this bounds it regardless.
         let result = match tokio::time::timeout(timeout + Duration::from_millis(500), fut).await {
@@ -428,6 +457,12 @@ impl ConnectionHandle {
             Err(_) => return Err(CallFault::Timeout(timeout)),
         };
         serde_json::to_value(result).map_err(|e| CallFault::Protocol(e.to_string()))
+    }
+
+    /// Cancel every request in flight (and any sent later): each sends
+    /// `notifications/cancelled` with `reason` and fails with `CallFault::Cancelled`.
+    pub fn cancel_in_flight(&self, reason: &str) {
+        self.0.cancel.send_replace(Some(reason.to_string()));
     }
 
     /// Ask the owner task to close, and wait for it (child reaped).

@@ -7,13 +7,14 @@ use std::time::Duration;
 use rmcp::model::{ClientRequest, ListToolsRequest, ListToolsResult, PaginatedRequestParams};
 use serde::Deserialize;
 use serde_json::Value;
-use wasm_mcp_protocol::{compile_value, MissingType};
+use wasm_mcp_protocol::MissingType;
 
 use crate::mcp::connection::ConnectionHandle;
 use crate::run::policy::ServerPolicy;
 use crate::tools::faults::CallFault;
 use crate::tools::naming::{local_name, Binding};
 use crate::tools::tool::Tool;
+use wasm_mcp_protocol::{CheckedSchema, SchemaLimits};
 
 pub const MAX_PAGES: usize = 100;
 pub const MAX_TOOLS: usize = 1000;
@@ -152,24 +153,13 @@ pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Vec<Tool>, 
         if !is_object_schema(&t.input_schema) {
             return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
         }
-        let input_validator =
-            compile_value(&t.input_schema).map_err(|message| DiscoveryError::InvalidSchema {
-                tool: t.name.clone(),
-                which: "input",
-                message,
-            })?;
+        let input_validator = compile_schema(&t.name, "input", &t.input_schema)?;
         let output_validator = match &t.output_schema {
             None | Some(Value::Null) => None,
             Some(s) if !is_object_schema(s) => {
                 return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
             }
-            Some(s) => Some(Arc::new(compile_value(s).map_err(|message| {
-                DiscoveryError::InvalidSchema {
-                    tool: t.name.clone(),
-                    which: "output",
-                    message,
-                }
-            })?)),
+            Some(s) => Some(compile_schema(&t.name, "output", s)?),
         };
         let description = wasm_mcp_protocol::cap_description(
             t.description
@@ -186,12 +176,29 @@ pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Vec<Tool>, 
             description,
             input_schema: t.input_schema,
             output_schema: t.output_schema.filter(|v| !v.is_null()),
-            input_validator: Some(Arc::new(input_validator)),
+            input_validator: Some(input_validator),
             output_validator,
             annotations: t.annotations,
         });
     }
     Ok(out)
+}
+
+/// Compile a server's schema within the [`SchemaLimits`] (size, depth,
+/// `$ref` expansion, local references only), so validating against it is
+/// bounded.
+fn compile_schema(
+    tool: &str,
+    which: &'static str,
+    schema: &Value,
+) -> Result<Arc<CheckedSchema>, DiscoveryError> {
+    CheckedSchema::compile(schema, &SchemaLimits::default())
+        .map(Arc::new)
+        .map_err(|e| DiscoveryError::InvalidSchema {
+            tool: tool.into(),
+            which,
+            message: e.to_string(),
+        })
 }
 
 /// `list_all` + `select`.
@@ -271,6 +278,41 @@ mod tests {
         ));
         // Unexposed broken tool is ignored.
         assert!(select(&p, vec![raw("a", obj()), raw("junk", json!(5))]).is_ok());
+    }
+
+    /// A `$ref` chain that would take 2^40 steps to validate is refused at
+    /// discovery, promptly, naming the limit.
+    #[test]
+    fn schemas_over_the_limits_are_refused() {
+        let p = policy(&["a"]);
+        let mut defs = serde_json::Map::new();
+        for i in 0..40 {
+            let next = format!("#/$defs/a{}", i + 1);
+            defs.insert(
+                format!("a{i}"),
+                json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+            );
+        }
+        defs.insert("a40".into(), json!({"type": "string"}));
+        let chain =
+            json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": defs});
+        let started = std::time::Instant::now();
+        let err = select(&p, vec![raw("a", chain)]).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(err.to_string().contains("$ref expansion limit"), "{err}");
+        let mut t = raw("a", obj());
+        t.output_schema = Some(json!({"type": "object", "properties": {"x": {"$ref": "#"}}}));
+        let err = select(&p, vec![t]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DiscoveryError::InvalidSchema {
+                    which: "output",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

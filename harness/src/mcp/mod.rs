@@ -4,3 +4,4 @@
 pub mod adapter;
 pub mod connection;
 pub mod discovery;
+pub mod frame_guard;

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::provider::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
+use crate::run::interrupt::{Stop, CANCEL_GRACE};
 use crate::run::session::{SessionError, ToolSession};
 use crate::run::trace::Trace;
 
@@ -18,6 +19,8 @@ pub enum AgentError {
     Session(#[from] SessionError),
     #[error("no final answer after {0} rounds")]
     MaxRounds(usize),
+    #[error("interrupted")]
+    Interrupted,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -37,6 +40,19 @@ pub async fn run_loop(
     max_rounds: usize,
     trace: &Trace,
 ) -> Result<LoopResult, AgentError> {
+    run_loop_until(session, provider, prompt, max_rounds, trace, &Stop::never()).await
+}
+
+/// [`run_loop`] that ends with [`AgentError::Interrupted`] once `stop` fires:
+/// no new round starts, and calls in flight are cancelled.
+pub async fn run_loop_until(
+    session: &mut ToolSession,
+    provider: &dyn ChatProvider,
+    prompt: &str,
+    max_rounds: usize,
+    trace: &Trace,
+    stop: &Stop,
+) -> Result<LoopResult, AgentError> {
     let mut messages = vec![
         ChatMessage::system(SYSTEM_PROMPT),
         ChatMessage::user(prompt),
@@ -50,8 +66,14 @@ pub async fn run_loop(
         unknown_state_calls: 0,
     };
     for round in 1..=max_rounds {
+        if stop.is_set() {
+            return Err(interrupted(trace));
+        }
         // Safe point: the only place the catalog / connections change.
-        session.safe_point().await?;
+        tokio::select! {
+            r = session.safe_point() => r?,
+            _ = stop.fired() => return Err(interrupted(trace)),
+        }
         let snapshot = session.snapshot();
         let registry = session.registry();
         let tools = registry.tools();
@@ -60,13 +82,14 @@ pub async fn run_loop(
             "round_start",
             json!({"round": round, "catalog_version": snapshot.version, "tools": tools.len()}),
         );
-        let reply = provider
-            .complete(ChatRequest {
+        let reply = tokio::select! {
+            r = provider.complete(ChatRequest {
                 messages: &messages,
                 tools: &tools,
                 names: &*snapshot,
-            })
-            .await;
+            }) => r,
+            _ = stop.fired() => return Err(interrupted(trace)),
+        };
         let reply = match reply {
             Ok(r) => r,
             Err(e) => {
@@ -95,9 +118,31 @@ pub async fn run_loop(
             return Ok(res);
         }
         for call in calls {
-            let outcome = registry
-                .invoke(&call.function.name, &call.function.arguments)
-                .await;
+            if stop.is_set() {
+                return Err(interrupted(trace));
+            }
+            trace.record(
+                "tool_call_start",
+                json!({"round": round, "call_id": call.id, "tool": call.function.name,
+                       "origin": registry.get(&call.function.name).and_then(|s| s.tool.binding.clone()),
+                       "arguments": call.function.arguments}),
+            );
+            let started = std::time::Instant::now();
+            let invoke = registry.invoke(&call.function.name, &call.function.arguments);
+            tokio::pin!(invoke);
+            let outcome = tokio::select! {
+                o = &mut invoke => o,
+                _ = stop.fired() => {
+                    session.cancel_in_flight("interrupted by the user");
+                    trace.record("call_cancelled", json!({"round": round, "call_id": call.id,
+                        "reason": "interrupted by the user"}));
+                    match tokio::time::timeout(CANCEL_GRACE, invoke).await {
+                        Ok(o) => o,
+                        Err(_) => return Err(interrupted(trace)),
+                    }
+                }
+            };
+            let duration_ms = started.elapsed().as_millis() as u64;
             res.tool_calls += 1;
             if outcome.is_error() {
                 res.tool_errors += 1;
@@ -129,10 +174,16 @@ pub async fn run_loop(
                     "attempts": outcome.attempts,
                     "artifacts": outcome.artifacts,
                     "result": outcome.model_text,
+                    "duration_ms": duration_ms,
                 }),
             );
             messages.push(ChatMessage::tool(&call.id, &outcome.model_text));
         }
     }
     Err(AgentError::MaxRounds(max_rounds))
+}
+
+fn interrupted(trace: &Trace) -> AgentError {
+    trace.record("interrupted", json!({}));
+    AgentError::Interrupted
 }

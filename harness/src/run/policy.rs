@@ -189,13 +189,13 @@ impl ServerPolicy {
         if self.command.trim().is_empty() {
             return Err(bad("command is empty".into()));
         }
-        let has_worktree = self
-            .args
-            .windows(2)
-            .any(|w| w[0] == "--worktree" && w[1] == "{worktree}")
-            || self.args.iter().any(|a| a == "--worktree={worktree}");
-        if !has_worktree {
-            return Err(bad("args must include `--worktree {worktree}`".into()));
+        // The server works in the task's worktree: its cwd is the worktree or
+        // below it. Any command is accepted; args may use the placeholders.
+        let cwd = self.cwd.as_deref().unwrap_or("{worktree}");
+        if !(cwd == "{worktree}" || cwd.starts_with("{worktree}/")) {
+            return Err(bad(format!(
+                "cwd must be `{{worktree}}` or below it, not `{cwd}`"
+            )));
         }
         if self.protocol_versions.is_empty() {
             return Err(bad("protocol_versions is empty".into()));
@@ -563,11 +563,20 @@ approval = "auto"
 
     #[test]
     fn rejects_bad_policies() {
-        let missing_worktree = TOML.replace("\"--worktree\", \"{worktree}\", ", "");
-        assert!(matches!(
-            Policy::from_toml(&missing_worktree),
-            Err(PolicyError::Invalid { .. })
-        ));
+        // Any server is accepted without a `--worktree` flag, but it must run in the worktree.
+        let no_flag = TOML.replace("\"--worktree\", \"{worktree}\", ", "");
+        assert!(Policy::from_toml(&no_flag).is_ok());
+        for cwd in ["/tmp", "{repo}", "{runtime_dir}", "{worktree}x"] {
+            let outside = TOML.replacen(
+                "[servers.tools",
+                &format!("cwd = \"{cwd}\"\n[servers.tools"),
+                1,
+            );
+            assert!(
+                matches!(Policy::from_toml(&outside), Err(PolicyError::Invalid { message, .. }) if message.contains("cwd")),
+                "{cwd}"
+            );
+        }
         let unknown_ph = TOML.replace("{repo}/dist", "{home}/dist");
         assert!(matches!(
             Policy::from_toml(&unknown_ph),
@@ -616,14 +625,43 @@ approval = "auto"
         let path = d.path().join("bad-policy.json");
         std::fs::write(
             &path,
-            r#"{"mcpServers": {"ws": {"command": "c", "args": []}}}"#,
+            r#"{"mcpServers": {"ws": {"command": "c", "args": [], "cwd": "/"}}}"#,
         )
         .unwrap();
         let msg = Policy::load(&path).unwrap_err().to_string();
         assert!(
-            msg.contains("bad-policy.json") && msg.contains("--worktree"),
+            msg.contains("bad-policy.json") && msg.contains("cwd"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn desktop_client_mcp_servers_json_is_accepted_as_written() {
+        // Verbatim shape of a desktop client's config (no harness-specific keys).
+        let json = r#"{
+  "mcpServers": {
+    "filesystem": {
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-filesystem", "/Users/username/Desktop"]
+    },
+    "notes": {
+      "type": "stdio",
+      "command": "python3",
+      "args": ["server.py"],
+      "env": {"NOTES_TOKEN": "abc"}
+    }
+  }
+}"#;
+        let p = Policy::from_json(json).unwrap();
+        let fs = p.server("filesystem").unwrap();
+        let spec = fs.launch_spec(&ph()).unwrap();
+        assert_eq!(spec.program, PathBuf::from("npx"));
+        assert_eq!(spec.cwd, ph().worktree, "runs in the worktree");
+        assert!(
+            fs.required_tools().is_empty(),
+            "deny-first: nothing exposed unless allowed"
+        );
+        assert_eq!(p.server("notes").unwrap().env["NOTES_TOKEN"], "abc");
     }
 
     #[test]

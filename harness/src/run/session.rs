@@ -219,6 +219,13 @@ impl ToolSession {
         self.slots.iter().find(|s| s.id == server).map(|s| &s.conn)
     }
 
+    /// Cancel the requests in flight on every connection (interrupt).
+    pub fn cancel_in_flight(&self, reason: &str) {
+        for s in &self.slots {
+            s.conn.cancel_in_flight(reason);
+        }
+    }
+
     /// Close connections in reverse order of opening.
     pub async fn shutdown(&mut self) {
         for s in self.slots.iter().rev() {

@@ -1,7 +1,9 @@
 //! A whole task run: worktree → MCP session → agent loop → ordered shutdown.
 //!
-//! Shutdown order (also on error): stop rounds, close MCP connections (reverse
-//! order), persist the JSONL trace to the runtime dir, remove worktree + branch.
+//! Shutdown order (also on error or interrupt): stop rounds, close MCP
+//! connections (reverse order), persist the JSONL trace to the runtime dir,
+//! commit the work on `agent/<run-id>` and remove the worktree directory
+//! (see [`crate::run::keep`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,12 +18,14 @@ use crate::mcp::connection::{ChildConnector, Connector};
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::{Script, ScriptedProvider};
 use crate::provider::ChatProvider;
-use crate::run::agent::{run_loop, LoopResult};
+use crate::run::agent::{run_loop_until, AgentError, LoopResult};
+use crate::run::interrupt::Stop;
+use crate::run::keep::{settle, Disposition, Settlement};
 use crate::run::policy::{AskDefault, Placeholders, Policy};
 use crate::run::session::ToolSession;
-use crate::run::trace::Trace;
+use crate::run::trace::{Trace, TraceObserver};
 use crate::run::worktree::{sanitize_id, Worktree};
-use crate::tools::registry::{NonInteractiveApprover, ToolRegistry};
+use crate::tools::registry::{Approver, NonInteractiveApprover, ToolRegistry};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,7 +99,16 @@ pub enum ProviderChoice {
 #[derive(Default)]
 pub struct RunOptions {
     pub provider: ProviderChoice,
+    /// Keep the worktree directory too (the work is committed either way).
     pub keep_worktree: bool,
+    /// Drop the work on purpose: no commit, directory and branch removed.
+    pub discard: bool,
+    /// Ends the run early (Ctrl-C); the work is still committed.
+    pub stop: Option<Stop>,
+    /// Decides `approval = "ask"` (default: the policy's `ask_default`).
+    pub approver: Option<Arc<dyn Approver>>,
+    /// Sees every trace event as it happens (human progress).
+    pub observer: Option<TraceObserver>,
     /// Runtime dir root (trace, artifacts, HOME, server stderr). Default:
     /// `<repo>/.cache/agent-runs`.
     pub out_dir: Option<PathBuf>,
@@ -120,6 +133,10 @@ pub struct RunReport {
     pub trace_path: PathBuf,
     pub result: Option<LoopResult>,
     pub error: Option<String>,
+    /// The run was stopped by [`RunOptions::stop`].
+    pub interrupted: bool,
+    /// What happened to the work (commit, no changes, discarded).
+    pub work: Settlement,
 }
 
 impl RunReport {
@@ -174,6 +191,10 @@ pub async fn run_task(
         .and_then(|()| std::fs::canonicalize(&runtime_dir))
         .with_context(|| format!("runtime dir {}", runtime_dir.display()))?;
     let trace = Arc::new(Trace::new());
+    if let Some(o) = &opts.observer {
+        trace.observe(o.clone());
+    }
+    let stop = opts.stop.clone().unwrap_or_else(Stop::never);
     let wt_root = opts
         .worktrees_root
         .clone()
@@ -195,9 +216,12 @@ pub async fn run_task(
         runtime_dir: runtime_dir.clone(),
         repo: repo.clone(),
     };
-    let approver = Arc::new(NonInteractiveApprover {
-        approve_asks: policy.approver.ask_default == AskDefault::Approve,
-    });
+    let approver: Arc<dyn Approver> = match &opts.approver {
+        Some(a) => a.clone(),
+        None => Arc::new(NonInteractiveApprover {
+            approve_asks: policy.approver.ask_default == AskDefault::Approve,
+        }),
+    };
     let base = ToolRegistry::new(approver);
 
     // Session + loop; everything after this point is cleaned up in order.
@@ -221,9 +245,16 @@ pub async fn run_task(
             }
         };
         let artifacts = Arc::new(ArtifactStore::new(runtime_dir.join("artifacts")));
-        let s = ToolSession::start(policy.clone(), connectors, &base, &run_id, artifacts, trace.clone()).await?;
+        let start = ToolSession::start(policy.clone(), connectors, &base, &run_id, artifacts, trace.clone());
+        let s = tokio::select! {
+            s = start => s?,
+            _ = stop.fired() => {
+                trace.record("interrupted", json!({}));
+                return Err(AgentError::Interrupted.into());
+            }
+        };
         let s = session.insert(s);
-        Ok(run_loop(s, provider.as_ref(), &task.prompt, max_rounds, &trace).await?)
+        Ok(run_loop_until(s, provider.as_ref(), &task.prompt, max_rounds, &trace, &stop).await?)
     }
     .await;
 
@@ -239,33 +270,58 @@ pub async fn run_task(
         let (trace, path) = (trace.clone(), trace_path.clone());
         blocking(move || trace.write_jsonl(&path)).await?
     };
-    // 4. worktree + branch.
-    let kept = opts.keep_worktree;
-    let (worktree, removal) = if kept {
-        worktree.keep();
-        (worktree, Ok(()))
+    // 4. commit the work, 5. remove the worktree directory.
+    let how = if opts.discard {
+        Disposition::Discard
+    } else if opts.keep_worktree {
+        Disposition::CommitKeepDir
     } else {
+        Disposition::Commit
+    };
+    let message = format!(
+        "wasm-agent: task {}, run {run_id}\n\n{}",
+        task.id,
+        commit_body(&outcome, stop.is_set())
+    );
+    let (worktree, work) = {
+        let scratch = runtime_dir.clone();
         blocking(move || {
-            let r = worktree.remove();
-            (worktree, r)
+            let work = settle(&mut worktree, how, &message, &scratch);
+            (worktree, work)
         })
         .await?
     };
     persist.with_context(|| format!("write trace {}", trace_path.display()))?;
-    if let Err(e) = &removal {
-        tracing::warn!("worktree cleanup: {e}");
+    for p in &work.problems {
+        tracing::warn!("worktree cleanup: {p}");
     }
+    let cleanup_error = (!work.problems.is_empty())
+        .then(|| format!("worktree cleanup: {}", work.problems.join("; ")));
     Ok(RunReport {
         run_id,
         provider: provider.name().to_string(),
         worktree: worktree.path.clone(),
         branch: worktree.branch.clone(),
-        worktree_kept: kept,
+        worktree_kept: work.worktree_kept,
         runtime_dir,
         trace_path,
+        interrupted: stop.is_set(),
         result: outcome.ok(),
-        error: error.or_else(|| removal.err().map(|e| format!("worktree cleanup: {e}"))),
+        error: error.or(cleanup_error),
+        work,
     })
+}
+
+/// The commit message body: how the run ended.
+fn commit_body(outcome: &anyhow::Result<LoopResult>, interrupted: bool) -> String {
+    match outcome {
+        _ if interrupted => "The run was interrupted; this is the work done until then.".into(),
+        Ok(r) => format!(
+            "Finished after {} rounds, {} tool calls.\n\nFinal answer:\n{}",
+            r.rounds, r.tool_calls, r.final_message
+        ),
+        Err(e) => format!("The run failed: {e:#}"),
+    }
 }
 
 #[cfg(test)]

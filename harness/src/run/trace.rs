@@ -3,15 +3,26 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-#[derive(Debug)]
+/// Sees every event as it is recorded (human progress output).
+pub type TraceObserver = Arc<dyn Fn(&Value) + Send + Sync>;
+
 pub struct Trace {
     start: Instant,
     events: Mutex<Vec<Value>>,
+    observer: OnceLock<TraceObserver>,
+}
+
+impl std::fmt::Debug for Trace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trace")
+            .field("events", &self.events)
+            .finish()
+    }
 }
 
 impl Default for Trace {
@@ -25,7 +36,13 @@ impl Trace {
         Self {
             start: Instant::now(),
             events: Mutex::new(Vec::new()),
+            observer: OnceLock::new(),
         }
+    }
+
+    /// Set the observer (once); it is called after each event is recorded.
+    pub fn observe(&self, observer: TraceObserver) {
+        let _ = self.observer.set(observer);
     }
 
     /// Record an event; `data` fields (if an object) are merged into the line.
@@ -46,7 +63,12 @@ impl Trace {
             }
         }
         tracing::debug!(kind, "trace");
-        ev.push(Value::Object(obj));
+        let event = Value::Object(obj);
+        ev.push(event.clone());
+        drop(ev);
+        if let Some(o) = self.observer.get() {
+            o(&event);
+        }
     }
 
     pub fn events(&self) -> Vec<Value> {

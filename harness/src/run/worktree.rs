@@ -1,17 +1,25 @@
-//! One git worktree per task: `git worktree add -b <branch> <dir> <base>` and
-//! removal of both the worktree and its branch.
+//! One git worktree per task: `git worktree add -b <branch> <dir> <base>`,
+//! then either kept as a commit on its branch ([`crate::run::keep`]) or
+//! discarded. Every git command goes through [`Git`] with explicit
+//! `GIT_DIR`/`GIT_WORK_TREE`, so a tool-written `.git` in the worktree is
+//! never read; the directory is deleted by [`remove_tree`] (iterative, links
+//! never followed), never by `git worktree remove`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+use crate::run::cleanup::remove_tree;
+use crate::run::git::{Git, GitError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorktreeError {
-    #[error("git {args}: {message}")]
-    Git { args: String, message: String },
+    #[error(transparent)]
+    Git(#[from] GitError),
     #[error("worktree path {0} already exists")]
     Exists(PathBuf),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot remove {path}: {failures}")]
+    Cleanup { path: PathBuf, failures: String },
 }
 
 #[derive(Debug)]
@@ -19,26 +27,13 @@ pub struct Worktree {
     pub repo: PathBuf,
     pub path: PathBuf,
     pub branch: String,
+    /// The commit the branch started at.
+    pub base_commit: String,
+    /// The main repository (common git dir).
+    pub git: Git,
+    /// This worktree's metadata dir in the main repo (`<common>/worktrees/<name>`).
+    pub admin_dir: PathBuf,
     removed: bool,
-}
-
-fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .map_err(|e| WorktreeError::Git {
-            args: args.join(" "),
-            message: format!("cannot run git: {e}"),
-        })?;
-    if !out.status.success() {
-        return Err(WorktreeError::Git {
-            args: args.join(" "),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// `[A-Za-z0-9_-]`, for paths and branch names.
@@ -63,7 +58,7 @@ pub fn sanitize_id(id: &str) -> String {
 impl Worktree {
     /// Repo top level of `dir`.
     pub fn repo_root(dir: &Path) -> Result<PathBuf, WorktreeError> {
-        Ok(PathBuf::from(git(dir, &["rev-parse", "--show-toplevel"])?))
+        Ok(Git::discover(dir)?.0)
     }
 
     /// Create `<root>/<run_id>` on new branch `agent/<run_id>` at `base_ref`.
@@ -73,6 +68,8 @@ impl Worktree {
         run_id: &str,
         base_ref: &str,
     ) -> Result<Self, WorktreeError> {
+        let (_, common) = Git::discover(repo)?;
+        let git = Git::repo(&common);
         let run_id = sanitize_id(run_id);
         let path = root.join(&run_id);
         if path.exists() {
@@ -81,28 +78,58 @@ impl Worktree {
         std::fs::create_dir_all(root)?;
         let branch = format!("agent/{run_id}");
         // Resolve first so a bad ref fails with a clear message.
-        let commit = git(
-            repo,
-            &["rev-parse", "--verify", &format!("{base_ref}^{{commit}}")],
-        )?;
-        git(
-            repo,
-            &[
-                "worktree",
-                "add",
-                "--quiet",
-                "-b",
-                &branch,
-                &path.display().to_string(),
-                &commit,
-            ],
-        )?;
+        let commit = git.run(&["rev-parse", "--verify", &format!("{base_ref}^{{commit}}")])?;
+        let path_arg = path.display().to_string();
+        git.run(&[
+            "worktree", "add", "--quiet", "-b", &branch, &path_arg, &commit,
+        ])?;
+        let path = std::fs::canonicalize(&path)?;
+        // Read now, before any tool ran: afterwards `.git` is untrusted.
+        let admin_dir = admin_dir_of(&path)?;
         Ok(Self {
             repo: repo.to_path_buf(),
-            path: std::fs::canonicalize(&path)?,
+            path,
             branch,
+            base_commit: commit,
+            git,
+            admin_dir,
             removed: false,
         })
+    }
+
+    /// Git for this worktree: explicit GIT_DIR (the admin dir) and GIT_WORK_TREE.
+    pub fn git(&self) -> Git {
+        self.git.worktree(&self.admin_dir, &self.path)
+    }
+
+    /// Put back the `.git` file git wrote, whatever a tool left there.
+    pub fn restore_dotgit(&self) -> Result<(), WorktreeError> {
+        let dotgit = self.path.join(".git");
+        let expected = format!("gitdir: {}\n", self.admin_dir.display());
+        if std::fs::read_to_string(&dotgit).is_ok_and(|s| s == expected)
+            && std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_file())
+        {
+            return Ok(());
+        }
+        let r = remove_tree(&dotgit);
+        if !r.ok() {
+            return Err(self.cleanup_error(&dotgit, r.failures));
+        }
+        std::fs::write(&dotgit, expected)?;
+        Ok(())
+    }
+
+    /// Delete the worktree directory and its metadata; keep the branch.
+    pub fn remove_dir(&mut self) -> Result<(), WorktreeError> {
+        let r = remove_tree(&self.path);
+        let _ = self.git.run(&["worktree", "prune"]);
+        if self.admin_dir.exists() && !self.path.exists() {
+            let _ = remove_tree(&self.admin_dir);
+        }
+        if !r.ok() {
+            return Err(self.cleanup_error(&self.path.clone(), r.failures));
+        }
+        Ok(())
     }
 
     /// Remove the worktree (even with local changes) and delete its branch.
@@ -110,33 +137,53 @@ impl Worktree {
         if self.removed {
             return Ok(());
         }
-        let r1 = git(
-            &self.repo,
-            &[
-                "worktree",
-                "remove",
-                "--force",
-                &self.path.display().to_string(),
-            ],
-        );
-        if r1.is_err() && self.path.exists() {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-        let _ = git(&self.repo, &["worktree", "prune"]);
-        let r2 = git(&self.repo, &["branch", "-D", &self.branch]);
         self.removed = true;
-        r1.and(r2).map(|_| ())
+        let r1 = self.remove_dir();
+        let r2 = self.delete_branch();
+        r1.and(r2)
+    }
+
+    pub fn delete_branch(&self) -> Result<(), WorktreeError> {
+        self.git.run(&["branch", "-D", "--quiet", &self.branch])?;
+        Ok(())
     }
 
     /// Leave the worktree and branch in place.
     pub fn keep(&mut self) {
         self.removed = true;
     }
+
+    /// The directory and branch were dealt with (kept or removed).
+    pub fn settle(&mut self) {
+        self.removed = true;
+    }
+
+    fn cleanup_error(&self, path: &Path, failures: Vec<String>) -> WorktreeError {
+        WorktreeError::Cleanup {
+            path: path.to_path_buf(),
+            failures: failures.join("; "),
+        }
+    }
+}
+
+/// The admin dir named by a fresh worktree's `.git` file.
+fn admin_dir_of(path: &Path) -> Result<PathBuf, WorktreeError> {
+    let text = std::fs::read_to_string(path.join(".git"))?;
+    let dir = text
+        .strip_prefix("gitdir:")
+        .map(|s| PathBuf::from(s.trim()))
+        .ok_or_else(|| {
+            WorktreeError::Io(std::io::Error::other(format!(
+                "unexpected {}/.git: {text:?}",
+                path.display()
+            )))
+        })?;
+    Ok(std::fs::canonicalize(path.join(dir))?)
 }
 
 impl Drop for Worktree {
     fn drop(&mut self) {
-        // Last-resort cleanup (e.g. on panic); the normal path calls `remove`.
+        // Last-resort cleanup (e.g. on panic); the normal path keeps or removes.
         if !self.removed {
             let _ = self.remove();
         }
@@ -147,33 +194,8 @@ impl Drop for Worktree {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn init_repo(dir: &Path) {
-        let run = |args: &[&str]| {
-            let st = Command::new("git")
-                .arg("-C")
-                .arg(dir)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                st.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&st.stderr)
-            );
-        };
-        run(&["init", "-q", "-b", "main"]);
-        std::fs::write(dir.join("README.md"), "# Demo\nhello world\n").unwrap();
-        run(&["add", "."]);
-        run(&[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "init",
-        ]);
+    fn init_repo(dir: &Path) {
+        wasm_mcp_harness_testing::init_repo(dir, &[("README.md", "# Demo\nhello world\n")]);
     }
 
     #[test]
@@ -184,17 +206,14 @@ pub(crate) mod tests {
             Worktree::create(d.path(), &d.path().join(".worktrees"), "t/1", "HEAD").unwrap();
         assert!(wt.path.join("README.md").exists());
         assert_eq!(wt.branch, "agent/t-1");
-        let branches = git(d.path(), &["branch", "--list", "agent/*"]).unwrap();
+        let git = |args: &[&str]| Git::repo(&d.path().join(".git")).run(args);
+        let branches = git(&["branch", "--list", "agent/*"]).unwrap();
         assert!(branches.contains("agent/t-1"));
         std::fs::write(wt.path.join("dirty.txt"), "x").unwrap();
         wt.remove().unwrap();
         assert!(!wt.path.exists());
-        assert!(git(d.path(), &["branch", "--list", "agent/*"])
-            .unwrap()
-            .is_empty());
-        assert!(!git(d.path(), &["worktree", "list"])
-            .unwrap()
-            .contains("t-1"));
+        assert!(git(&["branch", "--list", "agent/*"]).unwrap().is_empty());
+        assert!(!git(&["worktree", "list"]).unwrap().contains("t-1"));
     }
 
     #[test]

@@ -127,7 +127,9 @@ mod tests {
                 remote_name: name.into(),
             }),
             description: String::new(),
-            input_validator: Some(Arc::new(jsonschema::validator_for(&schema).unwrap())),
+            input_validator: Some(Arc::new(
+                wasm_mcp_protocol::CheckedSchema::compile(&schema, &Default::default()).unwrap(),
+            )),
             input_schema: schema,
             output_schema: None,
             output_validator: None,

@@ -36,6 +36,9 @@ pub enum CallFault {
     Rpc { code: i32, message: String },
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The harness cancelled the call (`notifications/cancelled` sent).
+    #[error("cancelled: {0}")]
+    Cancelled(String),
 }
 
 impl CallFault {
@@ -43,9 +46,16 @@ impl CallFault {
         match self {
             CallFault::Timeout(_) | CallFault::Disconnected => CallState::Unknown,
             CallFault::NotConnected => CallState::NotSent,
+            // The server answered but the frame was lost on the way
+            // (oversized or unparseable): the call may have taken effect.
+            CallFault::Rpc { code, .. } if *code == crate::mcp::frame_guard::FRAME_ERROR_CODE => {
+                CallState::Unknown
+            }
             CallFault::Rpc { .. } => CallState::Rejected,
             // A malformed answer still means the server answered something.
             CallFault::Protocol(_) => CallState::Unknown,
+            // The tool may have run (partly) before the cancellation arrived.
+            CallFault::Cancelled(_) => CallState::Unknown,
         }
     }
 

@@ -22,7 +22,7 @@ use crate::tools::naming::Binding;
 use crate::tools::tool::Tool;
 use crate::BoxFut;
 use wasm_mcp_protocol::text::truncate_marked;
-use wasm_mcp_protocol::{validate, ErrorKind as ServerErrorKind};
+use wasm_mcp_protocol::{CheckedSchema, ErrorKind as ServerErrorKind, Validation};
 
 /// Max characters of tool output given to the model.
 pub const MAX_MODEL_TEXT: usize = 64 * 1024;
@@ -340,11 +340,11 @@ impl ToolRegistry {
         out.stage("approval");
         self.approve(spec, info).await?;
         out.stage("validate_input");
-        validate_input(spec, info)?;
+        validate_input(spec, info).await?;
         out.stage("call");
         let output = call(spec, info, out).await?;
         out.stage("validate_output");
-        out.model_text = check_output(spec, &info.local_name, output)?;
+        out.model_text = check_output(spec, &info.local_name, output).await?;
         Ok(())
     }
 
@@ -428,16 +428,26 @@ impl ToolRegistry {
 }
 
 /// `validate_input`: bad arguments go back to the model; no request is sent.
-fn validate_input(spec: &RegisteredTool, info: &ToolCallInfo) -> Result<(), Stop> {
+async fn validate_input(spec: &RegisteredTool, info: &ToolCallInfo) -> Result<(), Stop> {
     let Some(v) = &spec.tool.input_validator else {
         return Ok(());
     };
-    validate(v, &info.args).map_err(|e| {
+    bounded_validate(v, &info.args).await.map_err(|e| {
         Stop::before_call(
             ErrorKind::InvalidArguments,
             format!("invalid arguments for `{}`: {e}", info.local_name),
         )
     })
+}
+
+/// Validate within the shared budget (off the executor when it could be
+/// slow); errors in the protocol's one format, a budget overrun as one error.
+async fn bounded_validate(schema: &Arc<CheckedSchema>, value: &Value) -> Result<(), String> {
+    Validation::shared()
+        .validate(schema, value.clone())
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// `call`: the handler sends the request; a fault says what is known about its effect.
@@ -473,7 +483,11 @@ async fn call(
 
 /// `validate_output`: the model gets the result, the tool's error, or (for a
 /// broken output contract) a notice while the violation goes to the audit trail.
-fn check_output(spec: &RegisteredTool, local: &str, output: HandlerOutput) -> Result<String, Stop> {
+async fn check_output(
+    spec: &RegisteredTool,
+    local: &str,
+    output: HandlerOutput,
+) -> Result<String, Stop> {
     if output.is_error {
         let text = if output.text.is_empty() {
             "tool reported an error".to_string()
@@ -496,7 +510,7 @@ fn check_output(spec: &RegisteredTool, local: &str, output: HandlerOutput) -> Re
             None => {
                 Err("structuredContent missing but the tool declares an outputSchema".to_string())
             }
-            Some(s) => validate(v, s),
+            Some(s) => bounded_validate(v, s).await,
         };
         if let Err(violation) = checked {
             return Err(Stop {
@@ -523,6 +537,10 @@ mod tests {
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
+
+    fn checked(schema: &Value) -> Arc<CheckedSchema> {
+        Arc::new(CheckedSchema::compile(schema, &Default::default()).unwrap())
+    }
 
     struct Recorder {
         log: Arc<Mutex<Vec<String>>>,
@@ -597,10 +615,10 @@ mod tests {
                 local_name: "t".into(),
                 binding: None,
                 description: "test".into(),
-                input_validator: Some(Arc::new(jsonschema::validator_for(&input).unwrap())),
+                input_validator: Some(checked(&input)),
                 input_schema: input,
                 output_schema: Some(output.clone()),
-                output_validator: Some(Arc::new(jsonschema::validator_for(&output).unwrap())),
+                output_validator: Some(checked(&output)),
                 annotations: None,
             }),
             policy: ToolPolicy {

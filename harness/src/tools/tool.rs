@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use wasm_mcp_protocol::CheckedSchema;
 
 use crate::tools::naming::Binding;
 
@@ -20,8 +21,8 @@ pub struct Tool {
     /// Sent to the model as the function's parameters.
     pub input_schema: Value,
     pub output_schema: Option<Value>,
-    pub input_validator: Option<Arc<jsonschema::Validator>>,
-    pub output_validator: Option<Arc<jsonschema::Validator>>,
+    pub input_validator: Option<Arc<CheckedSchema>>,
+    pub output_validator: Option<Arc<CheckedSchema>>,
     /// Server hints: shown to approvers, never used for decisions.
     pub annotations: Option<Value>,
 }

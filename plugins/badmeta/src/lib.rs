@@ -21,6 +21,62 @@ pub const DESCRIPTORS: &[(&str, &str, Option<&str>)] = &[
     ("good_tool", r#"{"type":"object"}"#, None),
 ];
 
+/// Descriptors within every other rule whose schemas or title break a load
+/// limit: (name, title, input schema, output schema). Validating against the
+/// `$ref` chain would take 2^40 steps; the others are a `$ref` cycle, a
+/// remote `$ref`, a 100 KiB schema and a 10 000-char title.
+pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
+    let plain = r#"{"type":"object"}"#.to_string();
+    vec![
+        ("exponential_ref".into(), None, ref_chain(40), None),
+        (
+            "exponential_output".into(),
+            None,
+            plain.clone(),
+            Some(ref_chain(40)),
+        ),
+        (
+            "recursive_ref".into(),
+            None,
+            r##"{"type":"object","properties":{"x":{"$ref":"#"}}}"##.into(),
+            None,
+        ),
+        (
+            "remote_ref".into(),
+            None,
+            r#"{"type":"object","properties":{"x":{"$ref":"https://example.com/s.json"}}}"#.into(),
+            None,
+        ),
+        (
+            "huge_schema".into(),
+            None,
+            format!(
+                r#"{{"type":"object","description":"{}"}}"#,
+                "x".repeat(100 << 10)
+            ),
+            None,
+        ),
+        ("huge_title".into(), Some("T".repeat(10_000)), plain, None),
+    ]
+}
+
+/// `$defs` a0..a{n}, each `anyOf` of two `$ref`s to the next.
+pub fn ref_chain(n: usize) -> String {
+    let defs: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r##""a{i}":{{"anyOf":[{{"$ref":"#/$defs/a{j}"}},{{"$ref":"#/$defs/a{j}"}}]}}"##,
+                j = i + 1
+            )
+        })
+        .chain(std::iter::once(format!(r#""a{n}":{{"type":"string"}}"#)))
+        .collect();
+    format!(
+        r##"{{"type":"object","properties":{{"x":{{"$ref":"#/$defs/a0"}}}},"$defs":{{{}}}}}"##,
+        defs.join(",")
+    )
+}
+
 #[cfg(target_arch = "wasm32")]
 mod glue {
     wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin" });
@@ -46,6 +102,23 @@ mod glue {
                         open_world: false,
                     },
                 })
+                .chain(
+                    crate::over_limits()
+                        .into_iter()
+                        .map(|(name, title, input, output)| ToolDescriptor {
+                            name,
+                            title,
+                            description: "over a load limit".into(),
+                            input_schema: input,
+                            output_schema: output,
+                            annotations: Annotations {
+                                read_only: true,
+                                destructive: false,
+                                idempotent: true,
+                                open_world: false,
+                            },
+                        }),
+                )
                 .collect()
         }
 
@@ -72,5 +145,17 @@ mod tests {
             .filter(|d| d.0 == "good_tool")
             .count();
         assert_eq!(good, 2, "the duplicate is part of the test");
+    }
+
+    #[test]
+    fn over_limit_schemas_are_json() {
+        for (name, _, input, output) in super::over_limits() {
+            for s in std::iter::once(input).chain(output) {
+                assert!(
+                    serde_json::from_str::<serde_json::Value>(&s).is_ok(),
+                    "{name}"
+                );
+            }
+        }
     }
 }

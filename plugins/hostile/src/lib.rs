@@ -57,6 +57,8 @@ pub fn tools() -> Vec<Tool> {
             obj(json!({"path": s(), "line": s()}), &["path", "line"]),
             None,
         ),
+        t("sleep_forever", obj(json!({}), &[]), None),
+        t("sleep_far", obj(json!({}), &[]), None),
     ]
 }
 
@@ -149,6 +151,15 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
                 i = std::hint::black_box(i.wrapping_add(1));
             }
         }
+        // Blocked in a host call (a WASI poll on a monotonic-clock
+        // subscription), where epoch interruption never fires.
+        "sleep_forever" => loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        },
+        // One poll on a subscription as far off as the clock goes.
+        "sleep_far" => loop {
+            std::thread::sleep(std::time::Duration::from_nanos(u64::MAX));
+        },
         _ => return Err((true, format!("unknown tool `{name}`"))),
     })
 }
@@ -202,7 +213,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 13);
+        assert_eq!(super::tools().len(), 15);
         assert_eq!(
             super::call("bad_output", "{}").unwrap()["n"],
             "not a number"

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::{Code, Desc, ToolErr};
-use crate::paths::{is_git_metadata, join_rel, normalize, resolve};
+use crate::paths::{is_git_metadata, join_rel, normalize, resolve, resolve_links};
 
 /// No tool reads (or writes) more than this many bytes of one file.
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
@@ -323,18 +323,24 @@ fn write_file(root: &Path, a: WriteArgs) -> Result<Value, ToolErr> {
             "path must name a file, not the worktree root",
         ));
     }
-    if is_git_metadata(&rel) {
+    // Decide on the path the write really lands on: a symlink committed in
+    // the repository (`link -> .git`, `d -> .`) must not lead into `.git`.
+    let real = resolve_links(root, &rel)?;
+    if is_git_metadata(&rel) || is_git_metadata(&real) {
         return Err(ToolErr::new(
             Code::PermissionDenied,
             format!("{rel}: the worktree's git metadata is not writable"),
         ));
     }
-    let full = resolve(root, &rel);
+    if real == "." {
+        return Err(ToolErr::invalid(format!("{rel} is a directory")));
+    }
+    let full = resolve(root, &real);
     let existing = fs::symlink_metadata(&full).ok();
     if existing.as_ref().is_some_and(|m| m.is_dir()) {
         return Err(ToolErr::invalid(format!("{rel} is a directory")));
     }
-    if let Some((parent, _)) = rel.rsplit_once('/') {
+    if let Some((parent, _)) = real.rsplit_once('/') {
         let pfull = resolve(root, parent);
         if a.create_dirs {
             fs::create_dir_all(&pfull).map_err(|e| ToolErr::io(parent, &e))?;

@@ -175,14 +175,42 @@ fn run(args: &Args) -> Result<Summary> {
     Ok(summary)
 }
 
+/// Writes `bytes` to `path` through a temporary file and a rename. Only a
+/// regular file (or nothing) is ever replaced: a directory, symlink, device
+/// node or FIFO at `path` (or at the temporary path) is refused untouched.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let tmp = path.with_extension("wasm.tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    ensure_replaceable(path)?;
+    ensure_replaceable(&tmp)?;
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    std::io::Write::write_all(&mut f, bytes)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    drop(f);
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+/// Ok when `path` does not exist or is a regular file (not followed if it
+/// is a symlink).
+fn ensure_replaceable(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot inspect {}", path.display())),
+        Ok(m) if m.file_type().is_file() => Ok(()),
+        Ok(m) => bail!(
+            "refusing to replace {}: not a regular file ({:?})",
+            path.display(),
+            m.file_type()
+        ),
+    }
 }
 
 fn main() -> ExitCode {
@@ -242,6 +270,43 @@ mod tests {
         assert_eq!(kind_of(empty).unwrap(), Kind::Component);
         let err = componentize(empty, Adapter::Reactor).unwrap_err();
         assert!(format!("{err:#}").contains(TOOL_INTERFACE), "{err:#}");
+    }
+
+    #[test]
+    fn only_regular_files_are_replaced() {
+        let dir = std::env::temp_dir().join(format!("componentize-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a_dir")).unwrap();
+        std::fs::write(dir.join("target.txt"), "keep").unwrap();
+        std::os::unix::fs::symlink(dir.join("target.txt"), dir.join("link.wasm")).unwrap();
+        let fifo = dir.join("fifo.wasm");
+        let have_fifo = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success());
+        let mut refused = vec![dir.join("a_dir"), dir.join("link.wasm")];
+        if have_fifo {
+            refused.push(fifo);
+        }
+        for p in &refused {
+            let err = write_atomic(p, b"new").unwrap_err();
+            assert!(format!("{err:#}").contains("not a regular file"), "{err:#}");
+        }
+        assert!(dir.join("a_dir").is_dir());
+        assert!(std::fs::symlink_metadata(dir.join("link.wasm"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("target.txt")).unwrap(),
+            "keep"
+        );
+        // A regular file (or nothing) is replaced.
+        write_atomic(&dir.join("target.txt"), b"new").unwrap();
+        write_atomic(&dir.join("fresh.wasm"), b"new").unwrap();
+        assert_eq!(std::fs::read(dir.join("target.txt")).unwrap(), b"new");
+        assert_eq!(std::fs::read(dir.join("fresh.wasm")).unwrap(), b"new");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

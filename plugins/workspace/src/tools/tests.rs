@@ -212,6 +212,59 @@ fn write_file_creates_and_overwrites() {
 }
 
 #[test]
+fn write_file_through_links_never_reaches_git() {
+    let t = TempRoot::new();
+    t.put(".git/config", b"[core]\n");
+    t.put("src/a.rs", b"old\n");
+    let link =
+        |name: &str, target: &str| std::os::unix::fs::symlink(target, t.0.join(name)).unwrap();
+    link("g", ".git");
+    link("d", ".");
+    link("src/up", "..");
+    link("cfg", ".git/config");
+    link("fresh", ".git/new-file");
+    for p in [
+        "g/config",
+        "g/hooks/pre-commit",
+        "d/.git/config",
+        "d/d/g/config",
+        "src/up/.git/HEAD",
+        "cfg",
+        "fresh",
+    ] {
+        for create_dirs in [false, true] {
+            let e = t
+                .call(
+                    "write_file",
+                    json!({"path": p, "content": "pwned", "create_dirs": create_dirs}),
+                )
+                .unwrap_err();
+            assert_eq!(e.code, Code::PermissionDenied, "{p}: {}", e.message);
+        }
+    }
+    assert_eq!(
+        fs::read_to_string(t.0.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!t.0.join(".git/hooks").exists() && !t.0.join(".git/new-file").exists());
+    // Links that stay out of .git still work and land on their target.
+    let r = t
+        .call(
+            "write_file",
+            json!({"path": "d/src/up/src/a.rs", "content": "new\n"}),
+        )
+        .unwrap();
+    assert_eq!(r["created"], false);
+    assert_eq!(fs::read_to_string(t.0.join("src/a.rs")).unwrap(), "new\n");
+    assert_eq!(
+        t.call("write_file", json!({"path": "d", "content": "x"}))
+            .unwrap_err()
+            .code,
+        Code::InvalidArguments
+    );
+}
+
+#[test]
 fn list_dir_sorted_and_typed() {
     let t = TempRoot::new();
     t.put("b.txt", b"12345");

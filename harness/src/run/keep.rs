@@ -1,0 +1,195 @@
+//! The end of a task's worktree: commit everything on `agent/<run-id>` and
+//! keep the branch, or drop the work on purpose.
+//!
+//! The commit is built with plumbing only (`read-tree`, `add -A`,
+//! `write-tree`, `commit-tree`, `update-ref`) through [`Git`] with a private
+//! index file: no hooks can run (none is invoked, and `core.hooksPath` is
+//! `/dev/null`), and no config or `.git` written in the worktree is read.
+//! Nested repositories a tool created are never committed as gitlinks (a
+//! gitlink would make a later `git status` run git inside the tool's repo).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::run::git::GitError;
+use crate::run::worktree::{Worktree, WorktreeError};
+
+/// What happens to the work at the end of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Disposition {
+    /// Commit on the branch, keep the branch, remove the directory.
+    #[default]
+    Commit,
+    /// Commit, keep the branch and the directory (its `.git` restored).
+    CommitKeepDir,
+    /// Remove the directory and the branch.
+    Discard,
+}
+
+/// A commit holding the run's work.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KeptCommit {
+    pub branch: String,
+    pub commit: String,
+    pub base: String,
+    /// `git diff --stat <base> <commit>`.
+    pub diffstat: String,
+    /// Paths left out (nested repositories, unreadable files).
+    pub skipped: Vec<String>,
+}
+
+/// How the run's work ended.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "work", rename_all = "snake_case")]
+pub enum WorkOutcome {
+    Committed(KeptCommit),
+    /// Nothing changed: no commit, the branch is deleted (unless the directory is kept).
+    NoChanges,
+    Discarded,
+    /// The commit failed; the worktree directory was kept so nothing is lost.
+    NotSaved {
+        error: String,
+    },
+}
+
+/// Everything [`settle`] did, for the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settlement {
+    pub work: WorkOutcome,
+    /// The directory is still there (on purpose, or because removal failed).
+    pub worktree_kept: bool,
+    pub branch_kept: bool,
+    /// Cleanup problems (never fatal).
+    pub problems: Vec<String>,
+}
+
+/// Commit (or discard) the work, then remove the directory as `how` says.
+/// Never panics and never aborts half-way: problems are collected.
+pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path) -> Settlement {
+    let mut problems = Vec::new();
+    let work = match how {
+        Disposition::Discard => WorkOutcome::Discarded,
+        _ => match commit_all(wt, message, scratch) {
+            Ok(Some(c)) => WorkOutcome::Committed(c),
+            Ok(None) => WorkOutcome::NoChanges,
+            Err(e) => WorkOutcome::NotSaved {
+                error: e.to_string(),
+            },
+        },
+    };
+    let keep_dir =
+        how == Disposition::CommitKeepDir || matches!(work, WorkOutcome::NotSaved { .. });
+    let keep_branch = keep_dir || matches!(work, WorkOutcome::Committed(_));
+    let mut worktree_kept = keep_dir;
+    if keep_dir {
+        if let Err(e) = wt.restore_dotgit() {
+            problems.push(format!("restore .git: {e}"));
+        }
+        // The kept checkout's index follows the branch to the new commit.
+        if let WorkOutcome::Committed(c) = &work {
+            if let Err(e) = wt.git().run(&["read-tree", &c.commit]) {
+                problems.push(format!("update index: {e}"));
+            }
+        }
+    } else if let Err(e) = wt.remove_dir() {
+        problems.push(e.to_string());
+        worktree_kept = wt.path.exists();
+    }
+    if !keep_branch {
+        if let Err(e) = wt.delete_branch() {
+            problems.push(e.to_string());
+        }
+    }
+    wt.settle();
+    Settlement {
+        work,
+        worktree_kept,
+        branch_kept: keep_branch,
+        problems,
+    }
+}
+
+/// Commit every change in the worktree (modified, new, deleted; not ignored)
+/// on its branch. `None` when nothing changed.
+pub fn commit_all(
+    wt: &Worktree,
+    message: &str,
+    scratch: &Path,
+) -> Result<Option<KeptCommit>, WorktreeError> {
+    let main = &wt.git;
+    let branch_ref = format!("refs/heads/{}", wt.branch);
+    let head = main.run(&["rev-parse", "--verify", &format!("{branch_ref}^{{commit}}")])?;
+    std::fs::create_dir_all(scratch)?;
+    let index = IndexFile(scratch.join(format!("keep-{}.index", std::process::id())));
+    let _ = std::fs::remove_file(&index.0);
+    let g = wt.git().with_index(&index.0);
+    g.run(&["read-tree", &head])?;
+    // `--ignore-errors`: an unreadable file is skipped, not the whole commit.
+    let add = g.run(&["add", "-A", "--ignore-errors"]);
+    let mut skipped = Vec::new();
+    if let Err(e) = add {
+        skipped.push(format!("some files could not be added: {}", first_line(&e)));
+    }
+    skipped.extend(drop_new_gitlinks(&g, main, &head)?);
+    let tree = g.run(&["write-tree"])?;
+    let base_tree = main.run(&["rev-parse", &format!("{head}^{{tree}}")])?;
+    if tree == base_tree {
+        return Ok(None);
+    }
+    let commit = main.run(&["commit-tree", &tree, "-p", &head, "-m", message])?;
+    main.run(&["update-ref", &branch_ref, &commit, &head])?;
+    let diffstat = main.run(&[
+        "diff",
+        "--stat",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-color",
+        &wt.base_commit,
+        &commit,
+    ])?;
+    Ok(Some(KeptCommit {
+        branch: wt.branch.clone(),
+        commit,
+        base: wt.base_commit.clone(),
+        diffstat,
+        skipped,
+    }))
+}
+
+/// Remove index entries for nested repositories (mode 160000) that the base
+/// commit did not have. Returns their paths.
+fn drop_new_gitlinks(
+    g: &crate::run::git::Git,
+    main: &crate::run::git::Git,
+    head: &str,
+) -> Result<Vec<String>, GitError> {
+    let gitlinks = |text: String| -> Vec<String> {
+        text.split('\0')
+            .filter(|l| l.starts_with("160000 "))
+            .filter_map(|l| l.split_once('\t').map(|(_, p)| p.to_string()))
+            .collect()
+    };
+    let before = gitlinks(main.run(&["ls-tree", "-r", "-z", head])?);
+    let now = gitlinks(g.run(&["ls-files", "-s", "-z"])?);
+    let mut dropped = Vec::new();
+    for p in now.into_iter().filter(|p| !before.contains(p)) {
+        g.run(&["rm", "--cached", "-q", "--", &p])?;
+        dropped.push(format!("{p} (nested repository)"));
+    }
+    Ok(dropped)
+}
+
+fn first_line(e: &GitError) -> String {
+    let line = e.message.lines().next().unwrap_or("").to_string();
+    crate::run::progress::shorten(&line, 200)
+}
+
+/// A temporary index file, deleted on drop.
+struct IndexFile(PathBuf);
+
+impl Drop for IndexFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

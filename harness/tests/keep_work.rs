@@ -1,0 +1,369 @@
+//! The end of a run keeps the agent's work as a commit on `agent/<run-id>`,
+//! and no file a tool wrote in the worktree can steer the harness's git.
+//! A "tool" here is a test provider that writes into the worktree mid-run.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use wasm_mcp_harness::mcp::connection::Connector;
+use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
+use wasm_mcp_harness::run::keep::WorkOutcome;
+use wasm_mcp_harness::run::task::ProviderChoice;
+use wasm_mcp_harness::{run_task, BoxFut, RunOptions, RunReport};
+use wasm_mcp_harness_testing::{build_deep_chain, fast_tempdir, tool, FakeConfig, FakeServer};
+
+const POLICY: &str = r#"
+[[servers]]
+id = "ws"
+command = "unused"
+allowed_tools = ["read_file"]
+[servers.tools.read_file]
+approval = "auto"
+"#;
+
+const TASK: &str = "id = \"keep\"\nprompt = \"do things\"\n";
+
+/// Plain git, as a user would run it (their config, discovery from cwd).
+fn user_git(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn git_ok(dir: &Path, args: &[&str]) -> String {
+    let o = user_git(dir, args);
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// The only worktree under `<repo>/.worktrees`.
+fn the_worktree(repo: &Path) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(repo.join(".worktrees"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1);
+    dirs.pop().unwrap()
+}
+
+/// A provider that runs `act` on the worktree, then answers "done".
+struct Actor<F>(F, PathBuf);
+
+impl<F: Fn(&Path) + Send + Sync> ChatProvider for Actor<F> {
+    fn name(&self) -> &str {
+        "actor"
+    }
+    fn complete<'a>(
+        &'a self,
+        _req: ChatRequest<'a>,
+    ) -> BoxFut<'a, Result<ChatMessage, ProviderError>> {
+        (self.0)(&the_worktree(&self.1));
+        Box::pin(async {
+            Ok(ChatMessage {
+                role: "assistant".into(),
+                content: Some("done".into()),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        let dir = fast_tempdir();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        wasm_mcp_harness_testing::init_repo(
+            &repo,
+            &[("README.md", "# Demo\n"), (".gitignore", "*.log\n")],
+        );
+        std::fs::write(dir.path().join("policy.toml"), POLICY).unwrap();
+        std::fs::write(dir.path().join("task.toml"), TASK).unwrap();
+        Self { dir }
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+
+    async fn run(
+        &self,
+        act: impl Fn(&Path) + Send + Sync + 'static,
+        tweak: impl FnOnce(&mut RunOptions),
+    ) -> RunReport {
+        let fake = FakeServer::new(FakeConfig {
+            pages: vec![vec![tool("read_file")]],
+            ..Default::default()
+        });
+        let mut c: HashMap<String, Arc<dyn Connector>> = HashMap::new();
+        c.insert("ws".into(), fake.connector());
+        let mut opts = RunOptions {
+            provider: ProviderChoice::Scripted,
+            repo: Some(self.repo()),
+            out_dir: Some(self.dir.path().join("out")),
+            connectors: Some(c),
+            provider_override: Some(Arc::new(Actor(act, self.repo()))),
+            ..Default::default()
+        };
+        tweak(&mut opts);
+        run_task(
+            &self.dir.path().join("policy.toml"),
+            &self.dir.path().join("task.toml"),
+            opts,
+        )
+        .await
+        .unwrap()
+    }
+
+    fn branches(&self) -> String {
+        git_ok(&self.repo(), &["branch", "--list", "agent/*"])
+    }
+}
+
+fn committed(report: &RunReport) -> &wasm_mcp_harness::run::keep::KeptCommit {
+    match &report.work.work {
+        WorkOutcome::Committed(c) => c,
+        other => panic!("expected a commit, got {other:?} ({:?})", report.error),
+    }
+}
+
+#[tokio::test]
+async fn changes_are_committed_on_the_branch_and_the_worktree_removed() {
+    let env = Env::new();
+    let report = env
+        .run(
+            |wt| {
+                std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+                std::fs::write(wt.join("README.md"), "# Changed\n").unwrap();
+                std::fs::remove_file(wt.join(".gitignore")).unwrap();
+                std::fs::write(wt.join("debug.log"), "ignored").unwrap();
+            },
+            |_| {},
+        )
+        .await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    assert!(!report.worktree.exists(), "worktree directory removed");
+    assert!(!report.worktree_kept);
+    let repo = env.repo();
+    assert_eq!(env.branches(), report.branch);
+    assert_eq!(git_ok(&repo, &["rev-parse", &report.branch]), c.commit);
+    let files = git_ok(
+        &repo,
+        &[
+            "diff",
+            "--name-status",
+            &format!("main...{}", report.branch),
+        ],
+    );
+    assert_eq!(
+        files,
+        "D\t.gitignore\nA\tNOTES.md\nM\tREADME.md\nA\tdebug.log"
+    );
+    // .gitignore was deleted in the same run, so debug.log is no longer ignored.
+    let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &report.branch]);
+    assert!(files.contains("debug.log"), "{files}");
+    let msg = git_ok(&repo, &["log", "-1", "--format=%B", &report.branch]);
+    assert!(
+        msg.starts_with(&format!("wasm-agent: task keep, run {}", report.run_id)),
+        "{msg}"
+    );
+    assert_eq!(
+        git_ok(
+            &repo,
+            &["rev-list", "--count", &format!("main..{}", report.branch)]
+        ),
+        "1"
+    );
+    assert!(c.diffstat.contains("4 files changed"), "{}", c.diffstat);
+    let wts = git_ok(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(wts.matches("worktree ").count(), 1, "{wts}");
+}
+
+#[tokio::test]
+async fn ignored_files_only_means_no_commit_and_no_branch() {
+    let env = Env::new();
+    let report = env
+        .run(
+            |wt| std::fs::write(wt.join("x.log"), "ignored").unwrap(),
+            |_| {},
+        )
+        .await;
+    assert_eq!(report.work.work, WorkOutcome::NoChanges);
+    assert_eq!(env.branches(), "");
+    assert!(!report.worktree.exists());
+}
+
+#[tokio::test]
+async fn discard_drops_the_work_on_purpose() {
+    let env = Env::new();
+    let report = env
+        .run(
+            |wt| std::fs::write(wt.join("NOTES.md"), "n").unwrap(),
+            |o| o.discard = true,
+        )
+        .await;
+    assert_eq!(report.work.work, WorkOutcome::Discarded);
+    assert_eq!(env.branches(), "");
+    assert!(!report.worktree.exists());
+}
+
+/// A script that records that it ran.
+fn marker_script(dir: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let marker = dir.join("PWNED");
+    let script = dir.join("evil.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$0 $*\" >> '{}'\ncat\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (script, marker)
+}
+
+/// A fake git dir whose config runs `script` for fsmonitor, hooks, diff, filters.
+fn plant_poisoned_git_dir(at: &Path, script: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_file(at);
+    for d in ["objects", "refs/heads", "hooks"] {
+        std::fs::create_dir_all(at.join(d)).unwrap();
+    }
+    std::fs::write(at.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    let s = script.display();
+    std::fs::write(
+        at.join("config"),
+        format!(
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = {s}\n\thooksPath = {hooks}\n\
+             [diff]\n\texternal = {s}\n[diff \"evil\"]\n\ttextconv = {s}\n\
+             [filter \"evil\"]\n\tclean = {s}\n\tsmudge = {s}\n\trequired = true\n",
+            hooks = at.join("hooks").display()
+        ),
+    )
+    .unwrap();
+    for h in [
+        "pre-commit",
+        "commit-msg",
+        "post-commit",
+        "post-checkout",
+        "reference-transaction",
+    ] {
+        let p = at.join("hooks").join(h);
+        std::fs::copy(script, &p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_poisoned_dot_git_never_runs_and_is_restored_in_a_kept_worktree() {
+    let env = Env::new();
+    let scratch = env.dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let (script, marker) = marker_script(&scratch);
+    let poison = {
+        let (script, marker) = (script.clone(), marker.clone());
+        move |wt: &Path| {
+            std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+            std::fs::write(wt.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
+            plant_poisoned_git_dir(&wt.join(".git"), &script);
+            std::fs::create_dir(wt.join("sub")).unwrap();
+            std::fs::write(wt.join("sub/file.txt"), "x").unwrap();
+            plant_poisoned_git_dir(&wt.join("sub/.git"), &script);
+            // Positive control: the poison is live for a plain `git status` here.
+            let _ = user_git(wt, &["status", "--short"]);
+            assert!(
+                marker.exists(),
+                "the planted .git must be able to run commands"
+            );
+            std::fs::remove_file(&marker).unwrap();
+        }
+    };
+    // 1. Default: commit, remove.
+    let report = env.run(poison.clone(), |_| {}).await;
+    assert!(report.ok(), "{:?}", report.error);
+    assert!(
+        !marker.exists(),
+        "a planted command ran: {}",
+        std::fs::read_to_string(&marker).unwrap()
+    );
+    let c = committed(&report);
+    let files = git_ok(&env.repo(), &["ls-tree", "-r", "--name-only", &c.commit]);
+    assert!(files.lines().any(|f| f == "NOTES.md"), "{files}");
+    assert!(files.lines().any(|f| f == ".gitattributes"), "{files}");
+    assert!(
+        !files.lines().any(|f| f == "sub"),
+        "nested repo committed as a gitlink: {files}"
+    );
+    assert!(
+        c.skipped.iter().any(|s| s.contains("sub")),
+        "{:?}",
+        c.skipped
+    );
+    assert!(!report.worktree.exists());
+
+    // 2. --keep-worktree: the directory stays, with git's own `.git` back, so
+    //    the user's git there is safe too.
+    let env = Env::new();
+    let report = env.run(poison, |o| o.keep_worktree = true).await;
+    assert!(report.ok(), "{:?}", report.error);
+    assert!(report.worktree_kept && report.worktree.exists());
+    assert!(!marker.exists());
+    let dotgit = std::fs::read_to_string(report.worktree.join(".git")).unwrap();
+    assert!(
+        dotgit.starts_with("gitdir: ") && dotgit.contains(".git/worktrees/"),
+        "{dotgit}"
+    );
+    let status = git_ok(&report.worktree, &["status", "--short"]);
+    assert!(
+        !marker.exists(),
+        "user's git status in the kept worktree ran a planted command"
+    );
+    assert_eq!(
+        git_ok(&report.worktree, &["rev-parse", "HEAD"]),
+        committed(&report).commit
+    );
+    assert!(
+        !status.contains("NOTES.md"),
+        "NOTES.md is committed: {status}"
+    );
+}
+
+#[tokio::test]
+async fn a_30000_level_tree_is_committed_or_dropped_and_removed() {
+    let env = Env::new();
+    let report = env
+        .run(
+            |wt| {
+                std::fs::write(wt.join("NOTES.md"), "n\n").unwrap();
+                build_deep_chain(wt, "deep", 30_000).unwrap();
+            },
+            |_| {},
+        )
+        .await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let files = git_ok(&env.repo(), &["ls-tree", "--name-only", &c.commit]);
+    assert!(files.lines().any(|f| f == "NOTES.md"), "{files}");
+    assert!(!report.worktree.exists(), "deep worktree not removed");
+    assert_eq!(
+        std::fs::read_dir(env.repo().join(".worktrees"))
+            .unwrap()
+            .count(),
+        0
+    );
+    let wts = git_ok(&env.repo(), &["worktree", "list", "--porcelain"]);
+    assert_eq!(wts.matches("worktree ").count(), 1, "{wts}");
+}

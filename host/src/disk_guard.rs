@@ -1,0 +1,555 @@
+//! `wasi:filesystem/types` with a disk budget: the host functions of
+//! wasmtime-wasi, shadowed on the linker by this wrapper, which charges a
+//! [`CallBudget`] for everything that adds bytes or entries to the
+//! worktree before letting the operation run.
+//!
+//! Counted: `write`, writes through `write-via-stream` / `append-via-stream`
+//! streams (the wasip1 adapter's `fd_write` / `fd_pwrite`), `set-size`
+//! growth, and the holes a write past the end of a file opens (a sparse
+//! file costs its apparent size); `open-at` that creates a file,
+//! `create-directory-at`, `symlink-at` (an entry plus its target's bytes),
+//! `link-at`. Rewriting bytes that already exist is charged as written
+//! (the budgets count writes, not net growth; deleting refunds nothing). Everything else is
+//! passed through unchanged. A refused operation fails in the guest with
+//! `insufficient-space` (`file-too-large` for the size limit) and the call
+//! remembers why, so the host reports `quota_exceeded`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use wasmtime::component::{HasData, Linker, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    self, ErrorCode, HostDescriptor, HostDirectoryEntryStream,
+};
+use wasmtime_wasi::p2::{
+    DynInputStream, DynOutputStream, FsError, FsResult, OutputStream, Pollable, StreamError,
+    StreamResult,
+};
+
+use crate::disk_budget::{CallBudget, Charge, Cost, Exceeded};
+
+impl std::error::Error for Exceeded {}
+
+impl Exceeded {
+    fn error_code(self) -> ErrorCode {
+        match self {
+            Exceeded::FileSize(_) => ErrorCode::FileTooLarge,
+            _ => ErrorCode::InsufficientSpace,
+        }
+    }
+}
+
+impl From<Exceeded> for FsError {
+    fn from(e: Exceeded) -> FsError {
+        e.error_code().into()
+    }
+}
+
+/// The filesystem view the shadowing functions get: wasmtime-wasi's view
+/// plus this call's budget.
+pub struct GuardedFs<'a> {
+    pub fs: WasiFilesystemCtxView<'a>,
+    pub budget: &'a CallBudget,
+}
+
+struct Guarded;
+
+impl HasData for Guarded {
+    type Data<'a> = GuardedFs<'a>;
+}
+
+/// Replaces `wasi:filesystem/types` (already added by
+/// `wasmtime_wasi::p2::add_to_linker_async`) with the guarded version.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> GuardedFs<'_>,
+) -> anyhow::Result<()> {
+    linker.allow_shadowing(true);
+    let added = types::add_to_linker::<T, Guarded>(linker, get);
+    linker.allow_shadowing(false);
+    added.map_err(anyhow::Error::from)
+}
+
+/// Size check and charge for writing `len` bytes at `offset` of a file now
+/// `size` bytes long: the bytes plus any hole opened before them.
+fn admit_write(budget: &CallBudget, size: u64, offset: u64, len: u64) -> Result<Charge, Exceeded> {
+    let end = offset.saturating_add(len);
+    budget.check_file_size(size, end)?;
+    budget.charge(Cost::bytes(len.saturating_add(offset.saturating_sub(size))))
+}
+
+fn file_len(file: &std::fs::File) -> u64 {
+    file.metadata().map(|m| m.len()).unwrap_or(0)
+}
+
+impl GuardedFs<'_> {
+    /// The OS file behind `fd`, if it is a file the guest may write (for
+    /// anything else wasmtime-wasi's own answer is passed through).
+    fn os_file(&self, fd: &Resource<Descriptor>) -> FsResult<Option<Arc<std::fs::File>>> {
+        Ok(match self.fs.table.get(fd)? {
+            Descriptor::File(f) if !f.perms.write_not_permitted() => Some(f.file.clone()),
+            _ => None,
+        })
+    }
+
+    /// Whether `fd` is a directory the guest may create entries in.
+    fn writable_dir(&self, fd: &Resource<Descriptor>) -> FsResult<bool> {
+        Ok(match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) => !d.perms.write_not_permitted(),
+            Descriptor::File(_) => false,
+        })
+    }
+
+    /// Whether `path` names nothing yet (so creating it adds an entry).
+    async fn is_absent(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path_flags: types::PathFlags,
+        path: &str,
+    ) -> bool {
+        let probe = Resource::new_borrow(fd.rep());
+        match self.fs.stat_at(probe, path_flags, path.to_owned()).await {
+            Ok(_) => false,
+            Err(e) => e.downcast_ref() == Some(&ErrorCode::NoEntry),
+        }
+    }
+
+    /// Wraps the stream just pushed at `stream` so its writes are charged.
+    fn meter(
+        &mut self,
+        stream: Resource<DynOutputStream>,
+        file: Arc<std::fs::File>,
+        pos: Option<u64>,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        let inner = self.fs.table.delete(stream)?;
+        let metered: DynOutputStream = Box::new(MeteredStream {
+            inner,
+            file,
+            pos,
+            base: None,
+            budget: self.budget.clone(),
+        });
+        Ok(self.fs.table.push(metered)?)
+    }
+
+    /// Runs `op`, which adds `cost` to the disk, if the budget has room for
+    /// it; a failed `op` is refunded. Where the guest may not write at all
+    /// (`charge` false) wasmtime-wasi's own refusal is passed through.
+    async fn charged<F: std::future::Future<Output = FsResult<R>>, R>(
+        budget: &CallBudget,
+        charge: bool,
+        cost: Cost,
+        op: F,
+    ) -> FsResult<R> {
+        if !charge {
+            return op.await;
+        }
+        let charge = budget.charge(cost)?;
+        charge.settle(op.await)
+    }
+}
+
+impl types::Host for GuardedFs<'_> {
+    fn convert_error_code(&mut self, err: FsError) -> wasmtime::Result<ErrorCode> {
+        types::Host::convert_error_code(&mut self.fs, err)
+    }
+
+    fn filesystem_error_code(
+        &mut self,
+        err: Resource<wasmtime::Error>,
+    ) -> wasmtime::Result<Option<ErrorCode>> {
+        if let Some(e) = self.fs.table.get(&err)?.downcast_ref::<Exceeded>() {
+            return Ok(Some(e.error_code()));
+        }
+        types::Host::filesystem_error_code(&mut self.fs, err)
+    }
+}
+
+impl HostDescriptor for GuardedFs<'_> {
+    async fn write(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        buf: Vec<u8>,
+        offset: types::Filesize,
+    ) -> FsResult<types::Filesize> {
+        let Some(file) = self.os_file(&fd)? else {
+            return self.fs.write(fd, buf, offset).await;
+        };
+        let charge = admit_write(self.budget, file_len(&file), offset, buf.len() as u64)?;
+        charge.settle(self.fs.write(fd, buf, offset).await)
+    }
+
+    async fn set_size(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        size: types::Filesize,
+    ) -> FsResult<()> {
+        let Some(file) = self.os_file(&fd)? else {
+            return self.fs.set_size(fd, size).await;
+        };
+        let old = file_len(&file);
+        self.budget.check_file_size(old, size)?;
+        let charge = self.budget.charge(Cost::bytes(size.saturating_sub(old)))?;
+        charge.settle(self.fs.set_size(fd, size).await)
+    }
+
+    fn write_via_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        let file = self.os_file(&fd)?;
+        let stream = self.fs.write_via_stream(fd, offset)?;
+        match file {
+            Some(file) => self.meter(stream, file, Some(offset)),
+            None => Ok(stream),
+        }
+    }
+
+    fn append_via_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        let file = self.os_file(&fd)?;
+        let stream = self.fs.append_via_stream(fd)?;
+        match file {
+            Some(file) => self.meter(stream, file, None),
+            None => Ok(stream),
+        }
+    }
+
+    async fn open_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        oflags: types::OpenFlags,
+        flags: types::DescriptorFlags,
+    ) -> FsResult<Resource<types::Descriptor>> {
+        let creates = oflags.contains(types::OpenFlags::CREATE)
+            && self.writable_dir(&fd)?
+            && (oflags.contains(types::OpenFlags::EXCLUSIVE)
+                || self.is_absent(&fd, path_flags, &path).await);
+        let op = self.fs.open_at(fd, path_flags, path, oflags, flags);
+        Self::charged(self.budget, creates, Cost::entry(), op).await
+    }
+
+    async fn create_directory_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        let writable = self.writable_dir(&fd)?;
+        let op = self.fs.create_directory_at(fd, path);
+        Self::charged(self.budget, writable, Cost::entry(), op).await
+    }
+
+    async fn symlink_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        src_path: String,
+        dest_path: String,
+    ) -> FsResult<()> {
+        let writable = self.writable_dir(&fd)?;
+        // The link's target is stored on disk too (up to a page each).
+        let cost = Cost {
+            bytes: src_path.len() as u64,
+            entries: 1,
+        };
+        let op = self.fs.symlink_at(fd, src_path, dest_path);
+        Self::charged(self.budget, writable, cost, op).await
+    }
+
+    async fn link_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        old_path_flags: types::PathFlags,
+        old_path: String,
+        new_descriptor: Resource<types::Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        let writable = self.writable_dir(&new_descriptor)?;
+        let op = self
+            .fs
+            .link_at(fd, old_path_flags, old_path, new_descriptor, new_path);
+        Self::charged(self.budget, writable, Cost::entry(), op).await
+    }
+
+    // Everything below adds nothing to the disk: passed through.
+
+    async fn advise(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: types::Filesize,
+        len: types::Filesize,
+        advice: types::Advice,
+    ) -> FsResult<()> {
+        self.fs.advise(fd, offset, len, advice).await
+    }
+
+    async fn sync_data(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
+        self.fs.sync_data(fd).await
+    }
+
+    async fn get_flags(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<types::DescriptorFlags> {
+        self.fs.get_flags(fd).await
+    }
+
+    async fn get_type(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<types::DescriptorType> {
+        self.fs.get_type(fd).await
+    }
+
+    async fn set_times(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        self.fs.set_times(fd, atim, mtim).await
+    }
+
+    async fn read(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        len: types::Filesize,
+        offset: types::Filesize,
+    ) -> FsResult<(Vec<u8>, bool)> {
+        self.fs.read(fd, len, offset).await
+    }
+
+    async fn read_directory(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<Resource<types::DirectoryEntryStream>> {
+        self.fs.read_directory(fd).await
+    }
+
+    async fn sync(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
+        self.fs.sync(fd).await
+    }
+
+    async fn stat(&mut self, fd: Resource<types::Descriptor>) -> FsResult<types::DescriptorStat> {
+        self.fs.stat(fd).await
+    }
+
+    async fn stat_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::DescriptorStat> {
+        self.fs.stat_at(fd, path_flags, path).await
+    }
+
+    async fn set_times_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        self.fs.set_times_at(fd, path_flags, path, atim, mtim).await
+    }
+
+    fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
+        HostDescriptor::drop(&mut self.fs, fd)
+    }
+
+    async fn readlink_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<String> {
+        self.fs.readlink_at(fd, path).await
+    }
+
+    async fn remove_directory_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        self.fs.remove_directory_at(fd, path).await
+    }
+
+    async fn rename_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        old_path: String,
+        new_fd: Resource<types::Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        self.fs.rename_at(fd, old_path, new_fd, new_path).await
+    }
+
+    async fn unlink_file_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        self.fs.unlink_file_at(fd, path).await
+    }
+
+    fn read_via_stream(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynInputStream>> {
+        self.fs.read_via_stream(fd, offset)
+    }
+
+    async fn is_same_object(
+        &mut self,
+        a: Resource<types::Descriptor>,
+        b: Resource<types::Descriptor>,
+    ) -> wasmtime::Result<bool> {
+        self.fs.is_same_object(a, b).await
+    }
+
+    async fn metadata_hash(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+    ) -> FsResult<types::MetadataHashValue> {
+        self.fs.metadata_hash(fd).await
+    }
+
+    async fn metadata_hash_at(
+        &mut self,
+        fd: Resource<types::Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::MetadataHashValue> {
+        self.fs.metadata_hash_at(fd, path_flags, path).await
+    }
+}
+
+impl HostDirectoryEntryStream for GuardedFs<'_> {
+    async fn read_directory_entry(
+        &mut self,
+        stream: Resource<types::DirectoryEntryStream>,
+    ) -> FsResult<Option<types::DirectoryEntry>> {
+        self.fs.read_directory_entry(stream).await
+    }
+
+    fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        HostDirectoryEntryStream::drop(&mut self.fs, stream)
+    }
+}
+
+/// A file output stream whose writes are charged before they run.
+struct MeteredStream {
+    inner: DynOutputStream,
+    file: Arc<std::fs::File>,
+    /// Where the next write lands; `None` for an appending stream (at the
+    /// end of the file).
+    pos: Option<u64>,
+    /// A positioned stream: the file's size at its first write.
+    base: Option<u64>,
+    budget: CallBudget,
+}
+
+impl MeteredStream {
+    /// The size to charge a write at `start` against. A positioned stream
+    /// reads it once: after its first write (which paid for any hole before
+    /// it) every byte below `pos` is paid for, whatever else happened to
+    /// the file, so it writes on without another `fstat` per chunk.
+    fn size_before(&mut self, start: Option<u64>) -> u64 {
+        match (start, self.base) {
+            (Some(p), Some(base)) => base.max(p),
+            (Some(_), None) => *self.base.insert(file_len(&self.file)),
+            (None, _) => file_len(&self.file),
+        }
+    }
+
+    fn admit(&mut self, len: usize) -> StreamResult<Charge> {
+        let len = len as u64;
+        let size = self.size_before(self.pos);
+        let start = self.pos.unwrap_or(size);
+        let charge = admit_write(&self.budget, size, start, len)
+            .map_err(|e| StreamError::LastOperationFailed(e.into()))?;
+        if let Some(p) = &mut self.pos {
+            *p = p.saturating_add(len);
+        }
+        Ok(charge)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for MeteredStream {
+    async fn ready(&mut self) {
+        self.inner.ready().await
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for MeteredStream {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        let _charge = self.admit(bytes.len())?;
+        self.inner.write(bytes)
+    }
+
+    async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> StreamResult<()> {
+        let _charge = self.admit(bytes.len())?;
+        self.inner.blocking_write_and_flush(bytes).await
+    }
+
+    fn write_zeroes(&mut self, nelem: usize) -> StreamResult<()> {
+        let _charge = self.admit(nelem)?;
+        self.inner.write_zeroes(nelem)
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        self.inner.flush()
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        self.inner.check_write()
+    }
+
+    async fn write_ready(&mut self) -> StreamResult<usize> {
+        self.inner.write_ready().await
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk_budget::{DiskLimits, WorktreeUsage};
+
+    #[test]
+    fn a_write_pays_for_the_hole_before_it() {
+        let usage = Arc::new(WorktreeUsage::default());
+        let limits = DiskLimits {
+            call_bytes: 500,
+            max_file_size: 600,
+            ..DiskLimits::default()
+        };
+        let b = CallBudget::new(limits, usage.clone());
+        // 10 bytes at offset 100 of a 40-byte file: 60 bytes of hole + 10.
+        let _ = admit_write(&b, 40, 100, 10).unwrap();
+        assert_eq!(usage.bytes(), 70);
+        // Inside the file: only the bytes.
+        let _ = admit_write(&b, 110, 0, 10).unwrap();
+        assert_eq!(usage.bytes(), 80);
+        assert_eq!(
+            admit_write(&b, 0, 595, 10).err(),
+            Some(Exceeded::FileSize(600))
+        );
+        assert_eq!(
+            admit_write(&b, 0, 590, 10).err(),
+            Some(Exceeded::CallBytes(500))
+        );
+        assert_eq!(usage.bytes(), 80);
+    }
+}

@@ -1,0 +1,149 @@
+use super::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// `$defs` a0..a{n}: each `anyOf` of two `$ref`s to the next; the last one
+/// only accepts strings, so a number makes every branch fail: 2^n paths.
+pub(crate) fn ref_chain(n: usize) -> Value {
+    let mut defs = Map::new();
+    for i in 0..n {
+        let next = format!("#/$defs/a{}", i + 1);
+        defs.insert(
+            format!("a{i}"),
+            json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+        );
+    }
+    defs.insert(format!("a{n}"), json!({"type": "string"}));
+    json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": defs})
+}
+
+fn limits() -> SchemaLimits {
+    SchemaLimits::default()
+}
+
+/// The hostile schema, unchecked, freezes a validating thread: it has not
+/// finished after 2 s (2^40 subschema visits). This is what the limits
+/// below prevent; the thread is left to die with the test process.
+#[test]
+fn ref_chain_freezes_unchecked_validation() {
+    let schema = ref_chain(40);
+    let validator = jsonschema::validator_for(&schema).expect("compiles");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = crate::validate(&validator, &json!({"x": 1}));
+        let _ = tx.send(r.is_ok());
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(2)).is_err(),
+        "validation finished: the hostile schema is not hostile"
+    );
+}
+
+#[test]
+fn ref_chain_is_refused_statically_and_promptly() {
+    let started = Instant::now();
+    let err = check_schema(&ref_chain(40), &limits()).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(err, SchemaLimitError::ExpansionTooLarge { limit: 10_000 });
+    assert!(err.to_string().contains("$ref expansion limit"), "{err}");
+    // A short chain is fine, and its expanded size is counted exactly:
+    // a3 = 1, a(i) = 1 + 2 × (1 + a(i+1)) (the node, two `$ref` nodes and
+    // their targets); root + x + a0.
+    let stats = check_schema(&ref_chain(3), &limits()).unwrap();
+    let a2 = 1 + 2 * (1 + 1);
+    let a1 = 1 + 2 * (1 + a2);
+    let a0 = 1 + 2 * (1 + a1);
+    assert_eq!(stats.expanded, 1 + 1 + a0);
+}
+
+#[test]
+fn ref_cycles_are_refused() {
+    let direct = json!({"type": "object", "properties": {"x": {"$ref": "#"}}});
+    let via_defs = json!({"type": "object", "$ref": "#/$defs/a",
+        "$defs": {"a": {"anyOf": [{"$ref": "#/$defs/b"}]}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}});
+    let self_ref = json!({"type": "object", "properties": {"x": {"$ref": "#/properties/x"}}});
+    for s in [direct, via_defs, self_ref] {
+        let err = check_schema(&s, &limits()).unwrap_err();
+        assert!(
+            matches!(err, SchemaLimitError::RefCycle { .. }),
+            "{s}: {err}"
+        );
+        assert!(err.to_string().contains("recursive"));
+    }
+}
+
+#[test]
+fn only_local_refs() {
+    for r in [
+        "https://example.com/s.json",
+        "s.json#/a",
+        "file:///etc/passwd",
+    ] {
+        let s = json!({"type": "object", "properties": {"x": {"$ref": r}}});
+        let err = check_schema(&s, &limits()).unwrap_err();
+        assert_eq!(
+            err,
+            SchemaLimitError::RemoteRef {
+                reference: r.into()
+            }
+        );
+    }
+    let dangling = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/nope"}}});
+    assert!(matches!(
+        check_schema(&dangling, &limits()),
+        Err(SchemaLimitError::DanglingRef { .. })
+    ));
+    let dynamic = json!({"type": "object", "properties": {"x": {"$dynamicRef": "#a"}}});
+    assert!(matches!(
+        check_schema(&dynamic, &limits()),
+        Err(SchemaLimitError::UnsupportedKeyword { .. })
+    ));
+}
+
+#[test]
+fn anchors_and_escaped_pointers_resolve() {
+    let s = json!({"type": "object",
+        "properties": {"a": {"$ref": "#item"}, "b": {"$ref": "#/$defs/a~1b%25"}},
+        "$defs": {"x": {"$anchor": "item", "type": "string"}, "a/b%": {"type": "integer"}}});
+    let stats = check_schema(&s, &limits()).unwrap();
+    assert_eq!(stats.expanded, 1 + 2 + 2);
+    assert_eq!(stats.subschemas, 5);
+}
+
+#[test]
+fn size_depth_and_count_limits_name_themselves() {
+    let mut deep = json!({"type": "string"});
+    for _ in 0..40 {
+        deep = json!({"type": "object", "properties": {"x": deep}});
+    }
+    let err = check_schema(&deep, &limits()).unwrap_err();
+    assert_eq!(err, SchemaLimitError::TooDeep { limit: 32 });
+    assert!(err.to_string().contains("depth limit"));
+
+    let props: Map<String, Value> = (0..3000).map(|i| (format!("p{i}"), json!({}))).collect();
+    let wide = json!({"type": "object", "properties": props});
+    let err = check_schema(&wide, &limits()).unwrap_err();
+    assert_eq!(err, SchemaLimitError::TooManySubschemas { limit: 2000 });
+
+    let text = format!(
+        r#"{{"type":"object","description":"{}"}}"#,
+        "x".repeat(70_000)
+    );
+    let err = check_schema_text(&text, &limits()).unwrap_err();
+    assert!(err.to_string().contains("schema size limit"), "{err}");
+}
+
+/// Numbers written short re-serialize longer (`1e9` → `1000000000.0`): the
+/// size limit applies to the re-serialized form too.
+#[test]
+fn size_is_measured_after_reserialization() {
+    let nums = vec!["1e9"; 6000].join(",");
+    let text = format!(r#"{{"type":"object","enum":[{nums}]}}"#);
+    assert!(text.len() < DEFAULT_MAX_SCHEMA_BYTES);
+    check_schema_text(&text, &limits()).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert!(matches!(
+        check_schema(&v, &limits()),
+        Err(SchemaLimitError::TooLarge { .. })
+    ));
+}

@@ -1,0 +1,227 @@
+//! Containment: a hostile plugin can block in host calls, hang at load or
+//! hog slots, and must still end at its deadlines without starving other
+//! plugins or the server.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+mod support;
+use support::{is_error, plugin, plugin_dir, text_of, Server};
+
+fn worktree() -> tempfile::TempDir {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("inside.txt"), "inside\n").unwrap();
+    wt
+}
+
+fn kind(result: &Value) -> &str {
+    result["_meta"]["wasm-mcp/errorKind"].as_str().unwrap_or("")
+}
+
+fn send_call(s: &mut Server, id: u64, tool: &str) {
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}}});
+    s.send_raw(&msg.to_string());
+}
+
+/// The `result` of the response to `id`, within `within` (other responses
+/// that arrive meanwhile are kept in `s.notifications` for later).
+fn result_of(s: &mut Server, id: u64, within: Duration) -> Value {
+    let is_it = |m: &Value| m["id"] == json!(id) && m.get("method").is_none();
+    if let Some(i) = s.notifications.iter().position(is_it) {
+        return s.notifications.remove(i)["result"].clone();
+    }
+    let r = s
+        .wait_response(id, within)
+        .unwrap_or_else(|| panic!("request {id} not answered within {within:?}"));
+    r["result"].clone()
+}
+
+/// `tools/call` of `read_file inside.txt`, which must answer within `within`.
+fn read_file_within(s: &mut Server, id: u64, within: Duration) -> Value {
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "inside.txt"}}});
+    s.send_raw(&msg.to_string());
+    result_of(s, id, within)
+}
+
+fn tool_names(s: &mut Server) -> Vec<String> {
+    s.list_all_tools()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn calls_blocked_in_host_calls_end_at_the_deadline_and_free_their_slots() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let args = ["--max-concurrency", "2", "--timeout-ms", "1000"];
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &args);
+    let t = Instant::now();
+    send_call(&mut s, 901, "sleep_forever");
+    send_call(&mut s, 902, "sleep_far");
+    send_call(&mut s, 903, "sleep_forever");
+    let r = read_file_within(&mut s, 1, Duration::from_secs(5));
+    assert!(!is_error(&r), "{r}");
+    let mut kinds = Vec::new();
+    for id in 901..=903 {
+        let left = Duration::from_secs(8).saturating_sub(t.elapsed());
+        let r = result_of(&mut s, id, left);
+        assert!(is_error(&r), "{r}");
+        kinds.push(kind(&r).to_string());
+    }
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    kinds.sort();
+    // Half the slots are the hostile plugin's share: one call ran into its
+    // deadline, the two others waited for the share until theirs.
+    assert_eq!(kinds, ["busy", "busy", "timeout"]);
+    // Everything was released: the same calls are served again.
+    let r = s.call("sleep_far", json!({}));
+    assert_eq!(kind(&r), "timeout", "{r}");
+    assert!(text_of(&r).contains("timed out"), "{r}");
+    assert!(s.alive());
+}
+
+#[test]
+fn one_plugin_cannot_take_every_slot() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    // A long deadline: only the per-plugin share keeps slots free.
+    let args = ["--max-concurrency", "4", "--timeout-ms", "60000"];
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &args);
+    for id in 901..=906 {
+        send_call(&mut s, id, "sleep_forever");
+    }
+    for id in 1..=3 {
+        let r = read_file_within(&mut s, id, Duration::from_secs(5));
+        assert!(!is_error(&r), "{r}");
+        assert_eq!(r["structuredContent"]["content"], "inside\n", "{r}");
+    }
+    assert!(s.alive());
+}
+
+#[test]
+fn a_smaller_share_can_be_set() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let args = [
+        "--max-concurrency",
+        "4",
+        "--max-concurrency-per-plugin",
+        "1",
+        "--timeout-ms",
+        "1000",
+    ];
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &args);
+    send_call(&mut s, 901, "sleep_forever");
+    send_call(&mut s, 902, "sleep_forever");
+    let mut kinds: Vec<String> = (901..=902)
+        .map(|id| kind(&result_of(&mut s, id, Duration::from_secs(8))).to_string())
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds, ["busy", "timeout"]);
+}
+
+/// Copies `files` (dist-relative) into a new plugin dir under the given names.
+fn named_plugin_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (src, name) in files {
+        std::fs::copy(plugin(src), dir.path().join(name)).unwrap();
+    }
+    dir
+}
+
+/// Compiles the plugins of `plugins` into the shared test cache (untimed),
+/// so timed start-ups measure loading, not a cold debug-build compile.
+fn warm_cache(wt: &Path, plugins: &Path) {
+    let status = std::process::Command::new(support::server_bin())
+        .args(["tools", "--load-timeout-ms", "100", "--cache-dir"])
+        .arg(support::cache_dir())
+        .arg("--worktree")
+        .arg(wt)
+        .arg("--plugins")
+        .arg(plugins)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Starts a server (cache warmed first); returns how long initialize took.
+fn spawn_timed(
+    wt: &Path,
+    plugins: &Path,
+    extra: &[&str],
+) -> (Server, support::ServerLog, Duration) {
+    warm_cache(wt, plugins);
+    let t = Instant::now();
+    let (s, log) = Server::start_logged(wt, plugins, extra);
+    (s, log, t.elapsed())
+}
+
+#[test]
+fn a_plugin_whose_list_tools_blocks_is_refused_alone_and_reload_keeps_working() {
+    let wt = worktree();
+    let plugins = named_plugin_dir(&[
+        ("test-plugins/slowload.wasm", "a_slowload.wasm"),
+        ("plugins/workspace.wasm", "workspace.wasm"),
+    ]);
+    let args = ["--load-timeout-ms", "1000", "--watch-ms", "200"];
+    let (mut s, log, took) = spawn_timed(wt.path(), plugins.path(), &args);
+    assert!(took < Duration::from_secs(10), "start took {took:?}");
+    let names = tool_names(&mut s);
+    assert!(names.contains(&"read_file".to_string()), "{names:?}");
+    let log_text = log.read();
+    assert!(
+        log_text.contains("a_slowload.wasm: list-tools failed") && log_text.contains("timed out"),
+        "{log_text}"
+    );
+    // Hot reload still works: a plugin added later is loaded.
+    std::fs::copy(
+        plugin("test-plugins/hostile.wasm"),
+        plugins.path().join("hostile.wasm"),
+    )
+    .unwrap();
+    s.wait_notification("notifications/tools/list_changed", Duration::from_secs(20))
+        .expect("list_changed after adding a plugin");
+    let names = tool_names(&mut s);
+    assert!(names.contains(&"sleep_forever".to_string()), "{names:?}");
+    assert!(names.contains(&"read_file".to_string()), "{names:?}");
+}
+
+#[test]
+fn slow_plugins_load_in_parallel_and_busy_loads_are_retried() {
+    let wt = worktree();
+    let mut files = vec![("plugins/workspace.wasm", "a_workspace.wasm".to_string())];
+    for i in 1..=6 {
+        files.push(("test-plugins/slowload.wasm", format!("s{i}_slowload.wasm")));
+    }
+    files.push(("test-plugins/hostile.wasm", "zz_hostile.wasm".to_string()));
+    let files: Vec<(&str, &str)> = files.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let plugins = named_plugin_dir(&files);
+    let args = ["--load-timeout-ms", "1000", "--watch-ms", "200"];
+    let (mut s, log, took) = spawn_timed(wt.path(), plugins.path(), &args);
+    // One after the other, six slow plugins would take six seconds.
+    assert!(took < Duration::from_millis(4500), "start took {took:?}");
+    let names = tool_names(&mut s);
+    assert!(names.contains(&"read_file".to_string()), "{names:?}");
+    // The plugins that found no load slot were not refused: a later scan
+    // loads the hostile one.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tool_names(&mut s).contains(&"sleep_forever".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "zz_hostile.wasm never loaded: {}",
+            log.read()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(log.read().contains("not loaded yet"), "{}", log.read());
+}

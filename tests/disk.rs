@@ -1,0 +1,307 @@
+//! The disk suite: a hostile plugin (`diskbomb`) tries to fill the worktree
+//! with huge files, sparse files and file or directory storms. Each bomb
+//! must end with `quota_exceeded`, and what is actually on disk afterwards
+//! (apparent sizes, allocated blocks, entries) must stay within the budget.
+//! Also: the workspace plugin's `.git` guard follows links.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use serde_json::{json, Value};
+mod support;
+use support::{git, is_error, plugin_dir, text_of, Server};
+
+const MIB: u64 = 1 << 20;
+
+/// What a directory tree holds on disk.
+#[derive(Debug, Default)]
+struct Usage {
+    /// Sum of file sizes (a sparse file counts its apparent size).
+    apparent: u64,
+    /// Sum of blocks allocated to files.
+    allocated: u64,
+    /// Files, directories and links below the root.
+    entries: u64,
+}
+
+fn usage(dir: &Path) -> Usage {
+    let mut u = Usage::default();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let meta = e.path().symlink_metadata().unwrap();
+        u.entries += 1;
+        if meta.is_dir() {
+            let sub = usage(&e.path());
+            u.apparent += sub.apparent;
+            u.allocated += sub.allocated;
+            u.entries += sub.entries;
+        } else if meta.is_file() {
+            u.apparent += meta.len();
+            u.allocated += meta.blocks() * 512;
+        }
+    }
+    u
+}
+
+fn error_kind(r: &Value) -> &str {
+    r["_meta"]["wasm-mcp/errorKind"].as_str().unwrap_or("")
+}
+
+fn assert_quota(r: &Value, what: &str) {
+    assert!(is_error(r), "{what} succeeded: {r}");
+    assert_eq!(error_kind(r), "quota_exceeded", "{what}: {r}");
+}
+
+/// Small budgets so every bomb is stopped within a second.
+const SMALL: &[&str] = &[
+    "--max-write-bytes",
+    "4194304", // 4 MiB per call
+    "--max-files-created",
+    "300",
+    "--max-file-size",
+    "16777216", // 16 MiB
+];
+
+fn start_bombs(wt: &Path, extra: &[&str]) -> (Server, tempfile::TempDir) {
+    let plugins = plugin_dir(&["test-plugins/diskbomb.wasm"]);
+    let (s, _) = Server::start(wt, plugins.path(), extra);
+    (s, plugins)
+}
+
+/// Runs one bomb in a fresh worktree under [`SMALL`] and returns what it left.
+fn bomb(tool: &str, args: Value) -> (Value, Usage) {
+    let wt = tempfile::tempdir().unwrap();
+    let (mut s, _p) = start_bombs(wt.path(), SMALL);
+    let r = s.call(tool, args);
+    assert!(s.alive(), "server died after {tool}");
+    (r, usage(wt.path()))
+}
+
+fn assert_within_call_budget(u: &Usage, what: &str) {
+    assert!(
+        u.apparent <= 4 * MIB,
+        "{what}: apparent {} bytes: {u:?}",
+        u.apparent
+    );
+    assert!(
+        u.allocated <= 4 * MIB + 64 * 1024,
+        "{what}: allocated: {u:?}"
+    );
+    assert!(u.entries <= 300, "{what}: {} entries: {u:?}", u.entries);
+}
+
+#[test]
+fn byte_bombs_stop_at_the_call_budget() {
+    for tool in ["big_file", "append_bomb"] {
+        let (r, u) = bomb(tool, json!({"chunk": 65536}));
+        assert_quota(&r, tool);
+        assert!(text_of(&r).contains("--max-write-bytes"), "{tool}: {r}");
+        assert_within_call_budget(&u, tool);
+        // It really wrote up to the budget, through a clean WASI error.
+        assert!(u.apparent >= 3 * MIB, "{tool}: only {u:?}");
+        assert!(
+            text_of(&r).contains("No space left on device"),
+            "{tool}: {r}"
+        );
+    }
+}
+
+#[test]
+fn sparse_files_cost_their_apparent_size() {
+    let tib = 1u64 << 40;
+    // 1 TiB: past the file-size limit.
+    for (tool, args) in [
+        ("sparse_set_len", json!({"size": tib})),
+        ("sparse_seek", json!({"offset": tib})),
+        ("sparse_pwrite", json!({"offset": tib})),
+    ] {
+        let (r, u) = bomb(tool, args);
+        assert_quota(&r, tool);
+        assert!(text_of(&r).contains("--max-file-size"), "{tool}: {r}");
+        assert_within_call_budget(&u, tool);
+    }
+    // 12 MiB: under the file-size limit, but the hole is charged as written.
+    for (tool, args) in [
+        ("sparse_set_len", json!({"size": 12 * MIB})),
+        ("sparse_seek", json!({"offset": 12 * MIB})),
+        ("sparse_pwrite", json!({"offset": 12 * MIB})),
+    ] {
+        let (r, u) = bomb(tool, args);
+        assert_quota(&r, tool);
+        assert!(text_of(&r).contains("--max-write-bytes"), "{tool}: {r}");
+        assert_within_call_budget(&u, tool);
+    }
+}
+
+#[test]
+fn entry_storms_stop_at_the_call_budget() {
+    for tool in ["many_files", "mkdir_storm", "link_storm"] {
+        let (r, u) = bomb(tool, json!({"count": 100_000}));
+        assert_quota(&r, tool);
+        assert!(text_of(&r).contains("--max-files-created"), "{tool}: {r}");
+        assert_within_call_budget(&u, tool);
+        assert!(u.entries >= 290, "{tool}: only {u:?}");
+    }
+}
+
+#[test]
+fn repeated_small_calls_hit_the_worktree_budget() {
+    let wt = tempfile::tempdir().unwrap();
+    let extra = [
+        "--worktree-write-bytes",
+        "65536",
+        "--worktree-files-created",
+        "1000",
+    ];
+    let (mut s, _p) = start_bombs(wt.path(), &extra);
+    let mut ok = 0;
+    for i in 0..20 {
+        let r = s.call(
+            "write_small",
+            json!({"path": format!("f{i}"), "bytes": 10240}),
+        );
+        if is_error(&r) {
+            assert_quota(&r, "write_small");
+            assert!(text_of(&r).contains("--worktree-write-bytes"), "{r}");
+            break;
+        }
+        ok += 1;
+    }
+    assert_eq!(ok, 6, "6 x 10 KiB fit in 64 KiB, the 7th does not");
+    // The budget is for the server's life: later calls are refused too.
+    let r = s.call("write_small", json!({"path": "late", "bytes": 10240}));
+    assert_quota(&r, "late write_small");
+    assert!(usage(wt.path()).apparent <= 65536);
+
+    let wt = tempfile::tempdir().unwrap();
+    let extra = ["--worktree-files-created", "5"];
+    let (mut s, _p) = start_bombs(wt.path(), &extra);
+    for i in 0..5 {
+        let r = s.call("write_small", json!({"path": format!("e{i}"), "bytes": 1}));
+        assert!(!is_error(&r), "{r}");
+        // Rewriting an existing file creates nothing.
+        let r = s.call("write_small", json!({"path": format!("e{i}"), "bytes": 2}));
+        assert!(!is_error(&r), "{r}");
+    }
+    let r = s.call("write_small", json!({"path": "e5", "bytes": 1}));
+    assert_quota(&r, "6th file");
+    assert!(text_of(&r).contains("--worktree-files-created"), "{r}");
+    assert_eq!(usage(wt.path()).entries, 5);
+}
+
+#[test]
+fn defaults_stop_a_terabyte_sparse_file_and_allow_normal_writes() {
+    let wt = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/diskbomb.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
+    let r = s.call("sparse_set_len", json!({"size": 1u64 << 40}));
+    assert_quota(&r, "1 TiB set_len");
+    let u = usage(wt.path());
+    assert!(u.apparent <= 64 * MIB, "{u:?}");
+
+    let content = "line\n".repeat(200_000); // ~1 MiB
+    let r = s.call(
+        "write_file",
+        json!({"path": "a/b/c.txt", "content": content, "create_dirs": true}),
+    );
+    assert!(!is_error(&r), "{r}");
+    let r = s.call(
+        "write_file",
+        json!({"path": "a/b/c.txt", "content": "short\n"}),
+    );
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(wt.path().join("a/b/c.txt")).unwrap(),
+        "short\n"
+    );
+}
+
+#[test]
+fn a_read_only_worktree_refuses_writes_as_before_not_as_quota() {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("bomb.bin"), "x").unwrap();
+    let tight = [
+        "--read-only",
+        "--max-write-bytes",
+        "0",
+        "--max-files-created",
+        "0",
+    ];
+    let (mut s, _p) = start_bombs(wt.path(), &tight);
+    for (tool, args) in [
+        ("big_file", json!({})),
+        ("append_bomb", json!({})),
+        ("mkdir_storm", json!({"count": 3})),
+    ] {
+        let r = s.call(tool, args);
+        assert!(is_error(&r), "{tool}: {r}");
+        assert_eq!(error_kind(&r), "tool_error", "{tool}: {r}");
+    }
+    assert_eq!(usage(wt.path()).entries, 1);
+}
+
+/// Every file under `dir` with its content.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let meta = p.symlink_metadata().unwrap();
+            if meta.is_dir() {
+                stack.push(p.clone());
+            }
+            let data = if meta.is_file() {
+                std::fs::read(&p).unwrap()
+            } else {
+                Vec::new()
+            };
+            out.push((p.display().to_string(), data));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn write_file_cannot_reach_git_through_links() {
+    let wt = tempfile::tempdir().unwrap();
+    let root = wt.path();
+    git(root, &["init", "-q"]);
+    std::fs::create_dir(root.join("src")).unwrap();
+    let link =
+        |name: &str, target: &str| std::os::unix::fs::symlink(target, root.join(name)).unwrap();
+    link("g", ".git");
+    link("d", ".");
+    link("src/up", "..");
+    link("head", ".git/HEAD");
+    let before = snapshot(&root.join(".git"));
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _) = Server::start(root, plugins.path(), &[]);
+    for path in [
+        "g/config",
+        "g/hooks/pre-commit",
+        "d/.git/config",
+        "d/g/HEAD",
+        "src/up/.git/config",
+        "head",
+    ] {
+        let r = s.call(
+            "write_file",
+            json!({"path": path, "content": "pwned", "create_dirs": true}),
+        );
+        assert!(is_error(&r), "write_file {path} succeeded: {r}");
+        assert!(text_of(&r).starts_with("permission_denied"), "{path}: {r}");
+    }
+    assert_eq!(snapshot(&root.join(".git")), before, ".git changed");
+    // A link that stays outside .git still works.
+    let r = s.call(
+        "write_file",
+        json!({"path": "d/src/ok.txt", "content": "ok"}),
+    );
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/ok.txt")).unwrap(),
+        "ok"
+    );
+}

@@ -1,0 +1,90 @@
+//! Every response fits the wire: huge error messages are cut, results that
+//! grow when re-serialized become `output_too_large`, the answer is prompt
+//! (not a client timeout) and every frame stays under the response limit.
+//! Also the per-plugin tool cap. Plugin: `dist/test-plugins/bigwire.wasm`.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::*;
+use wasm_mcp_host::wire_limits::DEFAULT_MAX_RESPONSE_BYTES;
+
+const PROMPT: Duration = Duration::from_secs(30);
+
+fn start(extra: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Server, ServerLog) {
+    let wt = tempfile::tempdir().unwrap();
+    let dir = plugin_dir(&["test-plugins/bigwire.wasm"]);
+    let (s, log) = Server::start_logged(wt.path(), dir.path(), extra);
+    (wt, dir, s, log)
+}
+
+/// Call `tool`; the raw response line (asserted prompt) and its result.
+fn call_raw(s: &mut Server, tool: &str) -> (usize, Value) {
+    let started = Instant::now();
+    let line = s
+        .request_raw("tools/call", json!({"name": tool, "arguments": {}}), PROMPT)
+        .unwrap_or_else(|| panic!("no answer to {tool} within {PROMPT:?}"));
+    assert!(started.elapsed() < PROMPT);
+    let v: Value = serde_json::from_str(&line).unwrap();
+    (line.len(), v["result"].clone())
+}
+
+fn error_kind(result: &Value) -> &str {
+    result["_meta"]["wasm-mcp/errorKind"].as_str().unwrap_or("")
+}
+
+#[test]
+fn a_100_mib_error_message_is_cut_to_fit() {
+    let (_wt, _dir, mut s, _log) = start(&[]);
+    let (bytes, r) = call_raw(&mut s, "huge_error");
+    assert!(is_error(&r), "{r}");
+    assert!(bytes < 128 << 10, "error frame of {bytes} bytes");
+    let text = text_of(&r);
+    assert!(
+        text.contains(&format!("of {} bytes not shown", (100 << 20) + 4)),
+        "{}",
+        &text[text.len() - 100..]
+    );
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn a_result_that_grows_past_the_frame_becomes_output_too_large() {
+    let (_wt, _dir, mut s, _log) = start(&[]);
+    let (bytes, r) = call_raw(&mut s, "number_result");
+    assert!(bytes < DEFAULT_MAX_RESPONSE_BYTES);
+    assert_eq!(error_kind(&r), "output_too_large", "{r}");
+    assert!(text_of(&r).contains("--max-response-bytes"), "{r}");
+    // The server keeps serving, and a result that fits is sent whole.
+    let (bytes, r) = call_raw(&mut s, "fits_result");
+    assert!(!is_error(&r));
+    assert_eq!(r["structuredContent"]["s"].as_str().unwrap().len(), 1 << 20);
+    assert!(bytes < DEFAULT_MAX_RESPONSE_BYTES);
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn max_response_bytes_is_configurable() {
+    let (_wt, _dir, mut s, _log) = start(&["--max-response-bytes", "1500000"]);
+    let (bytes, r) = call_raw(&mut s, "fits_result");
+    assert_eq!(error_kind(&r), "output_too_large", "{r}");
+    assert!(bytes < 1_500_000);
+    let (_, r) = call_raw(&mut s, "filler_000");
+    assert!(!is_error(&r), "{r}");
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn tools_past_the_per_plugin_cap_are_refused_and_the_rest_served() {
+    let (_wt, _dir, mut s, log) = start(&[]);
+    let tools = s.list_all_tools();
+    assert_eq!(tools.len(), 256);
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"huge_error") && names.contains(&"filler_252"));
+    assert!(!names.contains(&"filler_253"));
+    assert!(s.shutdown().success());
+    let log = log.read();
+    assert!(log.contains("303 tools, over the limit of 256"), "{log}");
+}
