@@ -14,7 +14,9 @@ use wasm_mcp_harness::run::session::ToolSession;
 use wasm_mcp_harness::run::trace::Trace;
 use wasm_mcp_harness::tools::faults::CallState;
 use wasm_mcp_harness::tools::naming::local_name;
-use wasm_mcp_harness::tools::registry::{ErrorKind, NonInteractiveApprover, ToolRegistry};
+use wasm_mcp_harness::tools::registry::{
+    ErrorKind, NonInteractiveApprover, ToolRegistry, MAX_MODEL_TEXT,
+};
 use wasm_mcp_harness_testing::{
     tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer,
 };
@@ -84,6 +86,25 @@ async fn handshake_checks_version_and_capability() {
     ));
 }
 
+/// The client offers the newest allowed version, whatever the list order.
+#[tokio::test]
+async fn the_newest_allowed_version_is_offered() {
+    let echo = FakeServer::new(FakeConfig::default());
+    let allowed = ["2025-06-18", V, "2025-03-26"].map(String::from);
+    let c = Connection::open("ws", echo.connector(), &allowed, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(c.facts().protocol_version, V);
+    c.close().await;
+    let bad =
+        Policy::from_toml("[[servers]]\nid='ws'\ncommand='x'\nprotocol_versions=['latest']\n")
+            .unwrap_err();
+    assert!(
+        format!("{bad:#}").contains("`latest` is not an MCP version"),
+        "{bad:#}"
+    );
+}
+
 #[tokio::test]
 async fn pagination_and_limits() {
     let p = policy("");
@@ -97,7 +118,7 @@ async fn pagination_and_limits() {
         ..Default::default()
     });
     let c = open(&fake).await.unwrap();
-    let tools = discover(&c, &sp(&p)).await.unwrap();
+    let tools = discover(&c, &sp(&p)).await.unwrap().tools;
     let names: Vec<_> = tools.iter().filter_map(|t| t.remote_name()).collect();
     assert_eq!(
         names,
@@ -309,6 +330,57 @@ async fn image_content_becomes_artifact_or_is_refused() {
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert_eq!(o.error(), Some(ErrorKind::ContentRefused));
     assert!(!dir.path().join("artifacts").exists());
+    s.shutdown().await;
+}
+
+/// An image repeated as base64 in `structuredContent` (and a data: URL of
+/// other bytes) is stored as artifacts and never reaches the model; with a
+/// result far over the model-text cap, the artifact references still do.
+#[tokio::test]
+async fn binary_in_structured_content_is_an_artifact_and_its_reference_is_never_cut() {
+    use base64::Engine;
+    let png: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
+    let gif: Vec<u8> = png.iter().rev().copied().collect();
+    let enc = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let huge = "y ".repeat(200_000);
+    let result = json!({
+        "content": [{"type": "image", "data": enc(&png), "mimeType": "image/png"}],
+        "structuredContent": {
+            "image": {"data": enc(&png), "mimeType": "image/png"},
+            "thumb": format!("data:image/gif;base64,{}", enc(&gif)),
+            "notes": huge,
+        }
+    });
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors
+        .insert("read_file".into(), Behavior::Result(result));
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, dir) = session(&fake, policy("")).await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert!(!o.is_error(), "{}", &o.model_text[..200]);
+    // One artifact for the image (block and structured copy), one for the gif.
+    assert_eq!(o.artifacts.len(), 2, "{:?}", o.artifacts);
+    assert_eq!(std::fs::read(&o.artifacts[0]).unwrap(), png);
+    assert_eq!(std::fs::read(&o.artifacts[1]).unwrap(), gif);
+    assert!(o.artifacts[1].extension().is_some_and(|e| e == "gif"));
+    assert!(
+        !o.model_text.contains(&enc(&png)[..100]),
+        "base64 never inlined"
+    );
+    assert!(
+        !o.model_text.contains(&enc(&gif)[..100]),
+        "base64 never inlined"
+    );
+    assert!(o.model_text.contains("[output truncated]"));
+    assert!(o.model_text.len() <= MAX_MODEL_TEXT);
+    for a in &o.artifacts {
+        assert!(
+            o.model_text.contains(&a.display().to_string()),
+            "reference to {} cut off",
+            a.display()
+        );
+    }
+    assert!(o.artifacts[0].starts_with(dir.path().join("artifacts")));
     s.shutdown().await;
 }
 

@@ -24,6 +24,19 @@ pub fn server_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_wasm-mcp"))
 }
 
+/// `wasm-agent` is built next to `wasm-mcp` by `cargo test --workspace`
+/// (or `cargo build -p wasm-mcp-harness`).
+#[allow(dead_code)] // not every suite uses it
+pub fn agent_bin() -> PathBuf {
+    let p = server_bin().with_file_name("wasm-agent");
+    assert!(
+        p.is_file(),
+        "{} not built: run `cargo build -p wasm-mcp-harness --bin wasm-agent`",
+        p.display()
+    );
+    p
+}
+
 /// A built plugin component under dist/.
 pub fn plugin(rel: &str) -> PathBuf {
     let p = repo_root().join("dist").join(rel);

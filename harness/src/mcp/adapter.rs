@@ -19,14 +19,18 @@ use rmcp::model::{
     ResourceContents, ResultType,
 };
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 use wasm_mcp_protocol::{ErrorKind as ServerErrorKind, ERROR_KIND_META};
 
 use crate::mcp::connection::ConnectionHandle;
+use crate::mcp::structured_binary;
 use crate::run::policy::{ArtifactMode, Policy, ToolPolicy};
 use crate::tools::catalog::CatalogSnapshot;
 use crate::tools::faults::{may_retry, CallFault};
 use crate::tools::naming::sanitize;
-use crate::tools::registry::{HandlerFailure, HandlerOutput, RegisteredTool, ToolHandler};
+use crate::tools::registry::{
+    Artifact, HandlerFailure, HandlerOutput, RegisteredTool, ToolHandler,
+};
 use crate::BoxFut;
 
 /// Where non-text content goes.
@@ -211,48 +215,108 @@ impl McpToolHandler {
             ));
         }
         let mut texts = Vec::new();
-        let mut artifacts = Vec::new();
-        let mut refused = None;
+        let mut stored = StoredContent::default();
         for raw in blocks {
-            let (kind, mime, bytes) = match read_block(raw) {
-                Block::Text(t) => {
-                    texts.push(t);
-                    continue;
+            match read_block(raw) {
+                Block::Text(t) => texts.push(t),
+                Block::Binary { kind, mime, bytes } => {
+                    self.keep_binary(&mut stored, kind, &mime, bytes).await;
                 }
-                Block::Binary { kind, mime, bytes } => (kind, mime, bytes),
-            };
-            if self.artifact_mode == ArtifactMode::Refuse {
-                refused = Some(format!(
-                    "tool returned non-text content ({mime}), which policy refuses"
-                ));
-                continue;
-            }
-            match bytes {
-                Ok(bytes) => match self.artifacts.store(&self.remote, &mime, &bytes).await {
-                    Ok(p) => {
-                        texts.push(format!(
-                            "[{kind} content stored as artifact {} ({mime}, {} bytes)]",
-                            p.display(),
-                            bytes.len()
-                        ));
-                        artifacts.push(p);
-                    }
-                    Err(e) => refused = Some(format!("could not store {mime} artifact: {e}")),
-                },
-                Err(why) => refused = Some(format!("{why} ({kind}, {mime})")),
             }
         }
+        // `"structuredContent": null` is no structured content (the text is the result).
+        let server_kind = server_error_kind(&result);
+        let structured = result.structured_content.filter(|v| !v.is_null());
+        let model_structured = match &structured {
+            Some(s) => self.redact_binary(&mut stored, s).await,
+            None => None,
+        };
         Ok(HandlerOutput {
             is_error: result.is_error.unwrap_or(false),
-            server_kind: server_error_kind(&result),
+            server_kind,
             text: texts.join("\n"),
-            // `"structuredContent": null` is no structured content (the text is the result).
-            structured: result.structured_content.filter(|v| !v.is_null()),
-            artifacts,
-            refused,
+            structured,
+            model_structured,
+            artifacts: stored.artifacts,
+            refused: stored.refused,
             attempts: 1,
         })
     }
+
+    /// Store one binary payload as an artifact (or note why it was refused);
+    /// its reference, or `None` when it was not stored.
+    async fn keep_binary(
+        &self,
+        stored: &mut StoredContent,
+        kind: &'static str,
+        mime: &str,
+        bytes: Result<Vec<u8>, String>,
+    ) -> Option<String> {
+        if self.artifact_mode == ArtifactMode::Refuse {
+            stored.refused = Some(format!(
+                "tool returned non-text content ({mime}), which policy refuses"
+            ));
+            return None;
+        }
+        let bytes = match bytes {
+            Ok(b) => b,
+            Err(why) => {
+                stored.refused = Some(format!("{why} ({kind}, {mime})"));
+                return None;
+            }
+        };
+        let digest: [u8; 32] = Sha256::digest(&bytes).into();
+        if let Some(i) = stored.digests.iter().position(|d| *d == digest) {
+            return Some(stored.artifacts[i].reference.clone());
+        }
+        match self.artifacts.store(&self.remote, mime, &bytes).await {
+            Ok(path) => {
+                let reference = format!(
+                    "[{kind} content stored as artifact {} ({mime}, {} bytes)]",
+                    path.display(),
+                    bytes.len()
+                );
+                stored.digests.push(digest);
+                stored.artifacts.push(Artifact {
+                    path,
+                    reference: reference.clone(),
+                });
+                Some(reference)
+            }
+            Err(e) => {
+                stored.refused = Some(format!("could not store {mime} artifact: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The model's copy of `structured` with each binary string replaced by
+    /// its artifact's reference (the same artifact when a content block
+    /// already carried these bytes); `None` when there is nothing to replace.
+    async fn redact_binary(&self, stored: &mut StoredContent, structured: &Value) -> Option<Value> {
+        let found = structured_binary::find(structured);
+        if found.is_empty() {
+            return None;
+        }
+        let mut replacements = Vec::new();
+        for f in found {
+            let reference = self
+                .keep_binary(stored, "structured", &f.mime, Ok(f.bytes))
+                .await
+                .unwrap_or_else(|| "[binary content withheld]".to_string());
+            replacements.push((f.pointer, reference));
+        }
+        Some(structured_binary::replaced(structured, &replacements))
+    }
+}
+
+/// Artifacts stored for one result, and why content was refused, if it was.
+#[derive(Default)]
+struct StoredContent {
+    artifacts: Vec<Artifact>,
+    /// SHA-256 of each artifact's bytes, to reuse one artifact for repeats.
+    digests: Vec<[u8; 32]>,
+    refused: Option<String>,
 }
 
 /// The server's classification of an error result (`_meta[ERROR_KIND_META]`).

@@ -177,7 +177,9 @@ impl Connection {
     ) -> Result<ConnectionHandle, ConnectError> {
         let server = server_id.to_string();
         let preferred: ProtocolVersion = serde_json::from_value(Value::String(
-            allowed_versions.first().cloned().unwrap_or_default(),
+            newest_version(allowed_versions)
+                .unwrap_or_default()
+                .to_string(),
         ))
         .map_err(|e| ConnectError::Other {
             server: server.clone(),
@@ -360,6 +362,12 @@ async fn cancelled(rx: &mut watch::Receiver<Option<String>>) -> String {
 async fn send_cancelled(peer: &Peer<RoleClient>, id: rmcp::model::RequestId, reason: &str) {
     let params = rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
     let _ = peer.notify_cancelled(params).await;
+}
+
+/// The newest version in `allowed`, whatever the list order. MCP versions
+/// are dates (`YYYY-MM-DD`), so the newest sorts last.
+pub fn newest_version(allowed: &[String]) -> Option<&str> {
+    allowed.iter().map(String::as_str).max()
 }
 
 fn check_handshake(

@@ -1,6 +1,6 @@
 //! `tools/list` discovery with hard limits and schema checks.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +65,50 @@ pub struct ListedTool {
     pub output_schema: Option<Value>,
     #[serde(default)]
     pub annotations: Option<Value>,
+    /// `execution` (2025-11-25): `taskSupport` says whether the tool can,
+    /// or must, be called as a task.
+    #[serde(default)]
+    pub execution: Option<Value>,
+}
+
+impl ListedTool {
+    /// The tool must be called as a task (`execution.taskSupport = "required"`).
+    fn requires_task(&self) -> bool {
+        self.execution
+            .as_ref()
+            .and_then(|e| e.get("taskSupport"))
+            .and_then(Value::as_str)
+            == Some("required")
+    }
+}
+
+/// A `tools/list` entry that could not be read as a tool.
+#[derive(Debug, Clone)]
+pub struct BrokenEntry {
+    /// Its `name`, when that at least is a string.
+    pub name: Option<String>,
+    pub error: String,
+}
+
+/// Every entry of every page, readable or not.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub tools: Vec<ListedTool>,
+    pub broken: Vec<BrokenEntry>,
+}
+
+/// A listed tool that is not exposed, and why. Recorded in the trace.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SkippedTool {
+    pub name: String,
+    pub reason: String,
+}
+
+/// What discovery keeps from one server.
+#[derive(Debug, Default)]
+pub struct Selection {
+    pub tools: Vec<Tool>,
+    pub skipped: Vec<SkippedTool>,
 }
 
 /// Split one `tools/list` result into rmcp's typed [`ListToolsResult`]
@@ -86,8 +130,9 @@ fn split_page(v: Value) -> Result<(ListToolsResult, Vec<Value>), DiscoveryError>
 pub async fn list_all(
     conn: &ConnectionHandle,
     timeout: Duration,
-) -> Result<Vec<ListedTool>, DiscoveryError> {
-    let mut tools = Vec::new();
+) -> Result<Listing, DiscoveryError> {
+    let mut listing = Listing::default();
+    let mut count = 0usize;
     let mut seen_cursors = HashSet::new();
     let mut cursor: Option<String> = None;
     for page in 0.. {
@@ -103,12 +148,18 @@ pub async fn list_all(
         });
         let (page, entries) = split_page(conn.request(req, timeout).await?)?;
         for t in entries {
-            if tools.len() >= MAX_TOOLS {
+            count += 1;
+            if count > MAX_TOOLS {
                 return Err(DiscoveryError::TooManyTools);
             }
-            let raw: ListedTool = serde_json::from_value(t)
-                .map_err(|e| DiscoveryError::Malformed(format!("tool entry: {e}")))?;
-            tools.push(raw);
+            let name = t.get("name").and_then(Value::as_str).map(str::to_string);
+            match serde_json::from_value::<ListedTool>(t) {
+                Ok(tool) => listing.tools.push(tool),
+                Err(e) => listing.broken.push(BrokenEntry {
+                    name,
+                    error: e.to_string(),
+                }),
+            }
         }
         let Some(c) = page.next_cursor else { break };
         if !seen_cursors.insert(c.clone()) {
@@ -116,7 +167,7 @@ pub async fn list_all(
         }
         cursor = Some(c);
     }
-    Ok(tools)
+    Ok(listing)
 }
 
 /// The client accepts an object schema without `"type"` (the server does not).
@@ -124,64 +175,117 @@ fn is_object_schema(v: &Value) -> bool {
     wasm_mcp_protocol::is_object_schema(v, MissingType::Allow)
 }
 
-/// Apply policy and checks to a raw listing.
-///
-/// Duplicates and limits are checked over the whole listing; schema checks only
-/// for tools the policy exposes (a broken tool that is never exposed does not
-/// break the task).
-pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Vec<Tool>, DiscoveryError> {
-    let mut names = HashSet::new();
-    for t in &raw {
-        if !names.insert(t.name.clone()) {
-            return Err(DiscoveryError::DuplicateName(t.name.clone()));
+/// Apply policy and checks to a listing: broken entries the policy would
+/// expose refuse the server, naming the tool; the others are skipped.
+pub fn select_listing(
+    policy: &ServerPolicy,
+    listing: Listing,
+) -> Result<Selection, DiscoveryError> {
+    let mut skipped = Vec::new();
+    for b in listing.broken {
+        match b.name {
+            Some(name) if policy.is_exposed(&name) => {
+                return Err(DiscoveryError::Malformed(format!(
+                    "tool `{name}`: {}",
+                    b.error
+                )))
+            }
+            name => skipped.push(SkippedTool {
+                name: name.unwrap_or_else(|| "(no name)".into()),
+                reason: format!("unreadable tools/list entry: {}", b.error),
+            }),
         }
+    }
+    let mut selection = select(policy, listing.tools)?;
+    skipped.append(&mut selection.skipped);
+    selection.skipped = skipped;
+    Ok(selection)
+}
+
+/// Apply policy and checks to the readable tools.
+///
+/// Limits are checked over the whole listing; everything else only for the
+/// tools the policy exposes. A problem confined to a tool that is not exposed
+/// (a duplicate name, a schema the client cannot compile) skips that tool;
+/// the same problem with an exposed tool refuses the server. Tools that must
+/// be called as tasks are skipped: the harness does not make task calls.
+pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, DiscoveryError> {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for t in &raw {
+        *counts.entry(t.name.as_str()).or_default() += 1;
     }
     let missing: Vec<String> = policy
         .required_tools()
         .into_iter()
-        .filter(|t| !names.contains(*t))
+        .filter(|t| !counts.contains_key(*t))
         .map(str::to_string)
         .collect();
     if !missing.is_empty() {
         return Err(DiscoveryError::MissingAllowedTools(missing));
     }
-    let mut out = Vec::new();
+    let duplicates: HashSet<String> = counts
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let mut out = Selection::default();
     for t in raw {
         if !policy.is_exposed(&t.name) {
+            if duplicates.contains(&t.name) && !out.skipped.iter().any(|s| s.name == t.name) {
+                out.skipped.push(SkippedTool {
+                    reason: "duplicate tool name (not exposed by policy)".into(),
+                    name: t.name,
+                });
+            }
             continue;
         }
-        if !is_object_schema(&t.input_schema) {
-            return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
+        if duplicates.contains(&t.name) {
+            return Err(DiscoveryError::DuplicateName(t.name));
         }
-        let input_validator = compile_schema(&t.name, "input", &t.input_schema)?;
-        let output_validator = match &t.output_schema {
-            None | Some(Value::Null) => None,
-            Some(s) if !is_object_schema(s) => {
-                return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
-            }
-            Some(s) => Some(compile_schema(&t.name, "output", s)?),
-        };
-        let description = wasm_mcp_protocol::cap_description(
-            t.description
-                .as_deref()
-                .or(t.title.as_deref())
-                .unwrap_or(""),
-        );
-        out.push(Tool {
-            local_name: local_name(&policy.id, &t.name),
-            binding: Some(Binding {
-                server_id: policy.id.clone(),
-                remote_name: t.name,
-            }),
-            description,
-            input_schema: t.input_schema,
-            output_schema: t.output_schema.filter(|v| !v.is_null()),
-            input_validator: Some(input_validator),
-            output_validator,
-            annotations: t.annotations,
-        });
+        if t.requires_task() {
+            out.skipped.push(SkippedTool {
+                reason: "execution.taskSupport is \"required\": the harness does not make task-augmented calls".into(),
+                name: t.name,
+            });
+            continue;
+        }
+        out.tools.push(build_tool(policy, t)?);
     }
     Ok(out)
+}
+
+/// An exposed tool, its schemas compiled within the limits.
+fn build_tool(policy: &ServerPolicy, t: ListedTool) -> Result<Tool, DiscoveryError> {
+    if !is_object_schema(&t.input_schema) {
+        return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
+    }
+    let input_validator = compile_schema(&t.name, "input", &t.input_schema)?;
+    let output_validator = match &t.output_schema {
+        None | Some(Value::Null) => None,
+        Some(s) if !is_object_schema(s) => {
+            return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
+        }
+        Some(s) => Some(compile_schema(&t.name, "output", s)?),
+    };
+    let description = wasm_mcp_protocol::cap_description(
+        t.description
+            .as_deref()
+            .or(t.title.as_deref())
+            .unwrap_or(""),
+    );
+    Ok(Tool {
+        local_name: local_name(&policy.id, &t.name),
+        binding: Some(Binding {
+            server_id: policy.id.clone(),
+            remote_name: t.name,
+        }),
+        description,
+        input_schema: t.input_schema,
+        output_schema: t.output_schema.filter(|v| !v.is_null()),
+        input_validator: Some(input_validator),
+        output_validator,
+        annotations: t.annotations,
+    })
 }
 
 /// Compile a server's schema within the [`SchemaLimits`] (size, depth,
@@ -201,13 +305,13 @@ fn compile_schema(
         })
 }
 
-/// `list_all` + `select`.
+/// `list_all` + `select_listing`.
 pub async fn discover(
     conn: &ConnectionHandle,
     policy: &ServerPolicy,
-) -> Result<Vec<Tool>, DiscoveryError> {
-    let raw = list_all(conn, policy.request_timeout()).await?;
-    select(policy, raw)
+) -> Result<Selection, DiscoveryError> {
+    let listing = list_all(conn, policy.request_timeout()).await?;
+    select_listing(policy, listing)
 }
 
 #[cfg(test)]
@@ -240,9 +344,9 @@ mod tests {
             vec![raw("a", obj()), raw("b", obj()), raw("secret", obj())],
         )
         .unwrap();
-        let names: Vec<_> = got.iter().filter_map(|t| t.remote_name()).collect();
+        let names: Vec<_> = got.tools.iter().filter_map(|t| t.remote_name()).collect();
         assert_eq!(names, ["a"], "b unlisted, secret denied");
-        let input = got[0].input_validator.as_ref().unwrap();
+        let input = got.tools[0].input_validator.as_ref().unwrap();
         assert!(input.is_valid(&json!({"path": "x"})));
         assert!(!input.is_valid(&json!({"path": 3})));
     }
@@ -278,6 +382,53 @@ mod tests {
         ));
         // Unexposed broken tool is ignored.
         assert!(select(&p, vec![raw("a", obj()), raw("junk", json!(5))]).is_ok());
+    }
+
+    /// Problems confined to tools the policy does not expose skip those
+    /// tools (recorded), and task-only tools are never exposed.
+    #[test]
+    fn problems_of_unexposed_tools_skip_them_and_task_only_tools_are_hidden() {
+        let p = policy(&["a", "t"]);
+        let mut task_only = raw("t", obj());
+        task_only.execution = Some(json!({"taskSupport": "required"}));
+        let mut optional = raw("a", obj());
+        optional.execution = Some(json!({"taskSupport": "optional"}));
+        let dialect = json!({"$schema": "https://example.com/unknown-dialect", "type": "object"});
+        let got = select(
+            &p,
+            vec![
+                optional,
+                task_only,
+                raw("dup", obj()),
+                raw("dup", obj()),
+                raw("odd", dialect),
+            ],
+        )
+        .unwrap();
+        let names: Vec<_> = got.tools.iter().filter_map(|t| t.remote_name()).collect();
+        assert_eq!(names, ["a"]);
+        let skipped: Vec<_> = got.skipped.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(skipped, ["t", "dup"]);
+        assert!(got.skipped[0].reason.contains("taskSupport"));
+        // An exposed tool with the unknown dialect refuses the server.
+        let p = policy(&["odd"]);
+        let dialect = json!({"$schema": "https://example.com/unknown-dialect", "type": "object"});
+        let err = select(&p, vec![raw("odd", dialect)]).unwrap_err();
+        assert!(err.to_string().contains("odd"), "{err}");
+        // Broken entries: skipped unless exposed.
+        let listing = |name: &str| Listing {
+            tools: vec![raw("a", obj()), raw("t", obj())],
+            broken: vec![BrokenEntry {
+                name: Some(name.into()),
+                error: "invalid type: integer `5`, expected a string".into(),
+            }],
+        };
+        let p = policy(&["a", "t"]);
+        let got = select_listing(&p, listing("other")).unwrap();
+        assert_eq!(got.tools.len(), 2);
+        assert_eq!(got.skipped[0].name, "other");
+        let err = select_listing(&p, listing("a")).unwrap_err();
+        assert!(err.to_string().contains("tool `a`"), "{err}");
     }
 
     /// A `$ref` chain that would take 2^40 steps to validate is refused at
@@ -321,6 +472,9 @@ mod tests {
         let mut t = raw("a", obj());
         t.description = Some("é".repeat(5000));
         let got = select(&p, vec![t]).unwrap();
-        assert_eq!(got[0].description.chars().count(), MAX_DESCRIPTION_CHARS);
+        assert_eq!(
+            got.tools[0].description.chars().count(),
+            MAX_DESCRIPTION_CHARS
+        );
     }
 }

@@ -200,6 +200,15 @@ impl ServerPolicy {
         if self.protocol_versions.is_empty() {
             return Err(bad("protocol_versions is empty".into()));
         }
+        if let Some(v) = self
+            .protocol_versions
+            .iter()
+            .find(|v| !is_protocol_version(v))
+        {
+            return Err(bad(format!(
+                "protocol_versions: `{v}` is not an MCP version (YYYY-MM-DD)"
+            )));
+        }
         if let Some(k) = self
             .env
             .keys()
@@ -244,6 +253,16 @@ pub struct LaunchSpec {
     pub args: Vec<String>,
     pub cwd: PathBuf,
     pub env: BTreeMap<String, String>,
+}
+
+/// An MCP protocol version: a date, `YYYY-MM-DD`.
+fn is_protocol_version(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        })
 }
 
 /// How `approval = "ask"` is decided.

@@ -28,10 +28,12 @@ const INIT_TIMEOUT: Duration = Duration::from_secs(20);
 pub enum SessionError {
     #[error(transparent)]
     Connect(#[from] ConnectError),
-    #[error("server `{server}`: {source}")]
+    /// The message names the server and the problem once (the problem is
+    /// not also a `source`, so an error chain does not repeat it).
+    #[error("server `{server}`: {problem}")]
     Discovery {
         server: String,
-        source: DiscoveryError,
+        problem: DiscoveryError,
     },
     #[error(transparent)]
     Collision(#[from] NameCollision),
@@ -130,11 +132,17 @@ impl ToolSession {
             let found =
                 discover(&slot.conn, sp)
                     .await
-                    .map_err(|source| SessionError::Discovery {
+                    .map_err(|problem| SessionError::Discovery {
                         server: slot.id.clone(),
-                        source,
+                        problem,
                     })?;
-            tools.extend(found);
+            for skipped in &found.skipped {
+                self.trace.record(
+                    "tool_skipped",
+                    json!({"server": slot.id, "tool": skipped.name, "reason": skipped.reason}),
+                );
+            }
+            tools.extend(found.tools);
         }
         Ok(tools)
     }

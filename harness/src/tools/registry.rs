@@ -34,13 +34,26 @@ pub struct HandlerOutput {
     pub is_error: bool,
     /// The server's error kind for an `isError` result, when it names one.
     pub server_kind: Option<ServerErrorKind>,
-    /// Text for the model (content blocks converted; artifacts referenced).
+    /// The text content blocks, for the model.
     pub text: String,
+    /// `structuredContent` as sent (what `outputSchema` validates).
     pub structured: Option<Value>,
-    pub artifacts: Vec<PathBuf>,
+    /// The model's copy of `structured` when binary strings in it were
+    /// stored as artifacts (each replaced by its reference).
+    pub model_structured: Option<Value>,
+    /// Non-text content stored as files; their references always reach the model.
+    pub artifacts: Vec<Artifact>,
     /// Refused content (policy `artifacts = "refuse"`), reported as an error.
     pub refused: Option<String>,
     pub attempts: u32,
+}
+
+/// Non-text content stored as a file instead of being shown to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Artifact {
+    pub path: PathBuf,
+    /// What the model sees in its place, e.g. `[image content stored as artifact …]`.
+    pub reference: String,
 }
 
 /// The handler could not get an answer.
@@ -259,8 +272,11 @@ fn error_text(msg: impl std::fmt::Display) -> String {
     format!("error: {msg}")
 }
 
+/// Appended where model text was cut.
+const TRUNCATED: &str = "\n[output truncated]";
+
 fn cap(s: String) -> String {
-    truncate_marked(s, MAX_MODEL_TEXT, "\n[output truncated]")
+    truncate_marked(s, MAX_MODEL_TEXT, TRUNCATED)
 }
 
 impl ToolRegistry {
@@ -461,7 +477,7 @@ async fn call(
         Ok(output) => {
             out.sent = true;
             out.attempts = output.attempts;
-            out.artifacts = output.artifacts.clone();
+            out.artifacts = output.artifacts.iter().map(|a| a.path.clone()).collect();
             Ok(output)
         }
         Err(f) => {
@@ -519,16 +535,32 @@ async fn check_output(
             });
         }
     }
-    Ok(cap(match &output.structured {
-        Some(s) => {
-            let mut t = s.to_string();
-            for a in &output.artifacts {
-                t.push_str(&format!("\n[artifact stored: {}]", a.display()));
-            }
-            t
-        }
+    let body = match output
+        .model_structured
+        .as_ref()
+        .or(output.structured.as_ref())
+    {
+        Some(s) => s.to_string(),
         None => output.text,
-    }))
+    };
+    Ok(with_references(body, &output.artifacts))
+}
+
+/// `body` capped for the model, then every artifact reference, which the
+/// cap never cuts.
+fn with_references(body: String, artifacts: &[Artifact]) -> String {
+    if artifacts.is_empty() {
+        return cap(body);
+    }
+    let refs: Vec<&str> = artifacts.iter().map(|a| a.reference.as_str()).collect();
+    let refs = refs.join("\n");
+    let room = MAX_MODEL_TEXT.saturating_sub(refs.len() + 1 + TRUNCATED.len());
+    let mut text = truncate_marked(body, room, TRUNCATED);
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&refs);
+    text
 }
 
 #[cfg(test)]
