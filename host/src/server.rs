@@ -1,20 +1,40 @@
 //! The MCP server: `tools/list` (paginated) and `tools/call` over the
 //! [`Registry`], plus `notifications/tools/list_changed` when plugins change.
+//!
+//! Protocol revisions: 2025-11-25 (and 2025-06-18) with the `initialize`
+//! handshake, and the stateless 2026-07-28 (`server/discover`, version and
+//! client capabilities in each request's `_meta`, `subscriptions/listen`).
+//! rmcp does the per-revision lifecycle; this handler serves the same tools
+//! on both and works with any rmcp transport (stdio, Streamable HTTP).
 
-use std::sync::{Arc, Mutex};
+use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 
+use crate::cancel::unless_cancelled;
 use crate::catalog::{decode_cursor, encode_cursor};
+use crate::progress::Progress;
 use crate::registry::{Outcome, Registry};
+use crate::subscriptions::Listeners;
 use crate::wire_limits::{error_result, fit_response, DEFAULT_MAX_RESPONSE_BYTES};
+
+/// The protocol revisions served: the first with structured tool output
+/// (2025-06-18) and later. Advertised by `server/discover`; `initialize`
+/// with an older version is answered with 2025-11-25.
+pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
 
 /// Default `tools/list` page size.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -24,7 +44,9 @@ pub struct McpServer {
     registry: Arc<Registry>,
     page_size: usize,
     max_response_bytes: usize,
-    peer: Arc<Mutex<Option<Peer<RoleServer>>>>,
+    /// Every session and subscription to tell about tool-list changes
+    /// (shared by all clones: one per HTTP session, one on stdio).
+    listeners: Arc<Listeners>,
 }
 
 impl McpServer {
@@ -33,7 +55,7 @@ impl McpServer {
             registry,
             page_size: page_size.max(1),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-            peer: Arc::default(),
+            listeners: Arc::default(),
         }
     }
 
@@ -43,8 +65,14 @@ impl McpServer {
         self
     }
 
+    /// Who is told about tool-list changes (for tests and transports).
+    pub fn listeners(&self) -> &Arc<Listeners> {
+        &self.listeners
+    }
+
     /// Poll the plugin directory every `interval`; on a change, swap in the
-    /// new catalog and notify the client (once it is initialized).
+    /// new catalog and notify every initialized session and every
+    /// `subscriptions/listen` stream.
     pub fn spawn_watcher(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
@@ -54,22 +82,14 @@ impl McpServer {
             loop {
                 tick.tick().await;
                 match this.registry.reload().await {
-                    Ok(true) => this.notify_list_changed().await,
+                    Ok(true) => {
+                        this.listeners.tools_changed().await;
+                    }
                     Ok(false) => {}
                     Err(e) => tracing::warn!("plugin rescan failed: {e:#}"),
                 }
             }
         })
-    }
-
-    async fn notify_list_changed(&self) {
-        let peer = self.peer.lock().unwrap().clone();
-        if let Some(peer) = peer {
-            match peer.notify_tool_list_changed().await {
-                Ok(()) => tracing::info!("sent notifications/tools/list_changed"),
-                Err(e) => tracing::warn!("could not send list_changed: {e}"),
-            }
-        }
     }
 }
 
@@ -87,9 +107,39 @@ impl ServerHandler for McpServer {
         )
     }
 
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tracing::info!("client initialized");
-        *self.peer.lock().unwrap() = Some(context.peer.clone());
+        self.listeners.add_session(context.peer.clone());
+    }
+
+    /// `subscriptions/listen` (2026-07-28): tool-list changes only.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let _registered = self.listeners.subscribe(context.sink().clone());
+        tracing::info!(id = %context.sink().id(), "subscriptions/listen opened");
+        context.cancelled().await;
+        tracing::info!(id = %context.sink().id(), "subscriptions/listen closed");
+        Ok(())
+    }
+
+    /// A request rmcp could not parse: malformed params of a method we
+    /// implement are -32602 (naming the problem), anything else -32601.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        Err(crate::params::unparsed_request(&request))
     }
 
     async fn list_tools(
@@ -125,15 +175,23 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let catalog = self.registry.catalog();
         let name = request.name.to_string();
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let Some(outcome) = self.registry.call(&catalog, &name, args).await else {
+        let progress = Progress::for_request(&context, &name);
+        let call = self.observed_call(&name, args, progress.as_ref());
+        let Some(outcome) = unless_cancelled(&context, &name, call).await else {
+            // rmcp sends nothing for a cancelled request.
+            return Err(McpError::internal_error("request cancelled", None));
+        };
+        let Some(outcome) = outcome else {
             return Err(McpError::invalid_params(
                 format!("Unknown tool: {name}"),
                 Some(json!({"name": name})),
             ));
         };
+        if let Some(p) = &progress {
+            p.done(outcome.summary()).await;
+        }
         let result = match outcome {
             Outcome::Ok { value, text } => {
                 let mut r = CallToolResult::structured(value);
@@ -154,5 +212,29 @@ impl ServerHandler for McpServer {
             }
         };
         Ok(fit_response(result, &context.id, &name, self.max_response_bytes).into())
+    }
+}
+
+impl McpServer {
+    /// Runs one call against the current catalog, reporting its stages
+    /// when the request asked for progress.
+    async fn observed_call(
+        &self,
+        name: &str,
+        args: Value,
+        progress: Option<&Progress>,
+    ) -> Option<Outcome> {
+        let catalog = self.registry.catalog();
+        let Some(progress) = progress else {
+            return self.registry.call(&catalog, name, args).await;
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = self
+            .registry
+            .call_observed(&catalog, name, args, move |stage| {
+                let _ = tx.send(stage);
+            });
+        let (outcome, ()) = tokio::join!(call, progress.forward(rx));
+        outcome
     }
 }
