@@ -180,8 +180,10 @@ impl ServerHandler for McpServer {
         let progress = Progress::for_request(&context, &name);
         let call = self.observed_call(&name, args, progress.as_ref());
         let Some(outcome) = unless_cancelled(&context, &name, call).await else {
-            // rmcp sends nothing for a cancelled request.
-            return Err(McpError::internal_error("request cancelled", None));
+            // Never sent: rmcp drops the response of a cancelled request.
+            return Ok(
+                error_result(format!("{name}: cancelled by the client"), "cancelled").into(),
+            );
         };
         let Some(outcome) = outcome else {
             return Err(McpError::invalid_params(
