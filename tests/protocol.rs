@@ -158,6 +158,10 @@ fn stateless_requests_work_without_initialize_and_get_its_error_codes() {
         let page = s.request("tools/list", with_meta(p));
         let res = &page["result"];
         assert_eq!(res["resultType"], "complete", "{page}");
+        assert_eq!(
+            res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "wasm-mcp"
+        );
         for t in res["tools"].as_array().unwrap() {
             names.push(t["name"].as_str().unwrap().to_string());
         }
@@ -176,6 +180,8 @@ fn stateless_requests_work_without_initialize_and_get_its_error_codes() {
         "{call}"
     );
     assert_eq!(call["result"]["resultType"], "complete", "{call}");
+    let named = "io.modelcontextprotocol/serverInfo";
+    assert_eq!(call["result"]["_meta"][named]["name"], "wasm-mcp", "{call}");
     // A tool error is a result with isError, not a protocol error.
     let missing = s.request(
         "tools/call",
@@ -376,6 +382,11 @@ fn progress_reports_each_stage_of_a_call_only_when_asked() {
     };
     let r = s.request("tools/call", call(Some("p")));
     assert!(r.get("result").is_some(), "{r}");
+    // A 2025-11-25 result keeps its shape: no 2026-07-28 fields.
+    assert!(
+        r["result"].get("_meta").is_none() && r["result"].get("resultType").is_none(),
+        "{r}"
+    );
     let steps: Vec<(Value, Value)> = s
         .notifications
         .drain(..)

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CustomResult, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -101,7 +101,7 @@ impl ServerHandler for McpServer {
                 .enable_tool_list_changed()
                 .build(),
         )
-        .with_server_info(Implementation::new("wasm-mcp", env!("CARGO_PKG_VERSION")))
+        .with_server_info(server_info())
         .with_instructions(
             "Tools run as sandboxed WebAssembly components inside this task's worktree.",
         )
@@ -145,7 +145,7 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let catalog = self.registry.catalog();
         let offset = match request.and_then(|r| r.cursor) {
@@ -167,6 +167,7 @@ impl ServerHandler for McpServer {
         let (tools, next) = catalog.page_within(offset, self.page_size, budget);
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next.map(|n| encode_cursor(catalog.version, n));
+        stamp_server_info(&mut result.meta, &context);
         Ok(result)
     }
 
@@ -213,7 +214,27 @@ impl ServerHandler for McpServer {
                 )
             }
         };
-        Ok(fit_response(result, &context.id, &name, self.max_response_bytes).into())
+        let mut result = fit_response(result, &context.id, &name, self.max_response_bytes);
+        stamp_server_info(&mut result.meta, &context);
+        Ok(result.into())
+    }
+}
+
+fn server_info() -> Implementation {
+    Implementation::new("wasm-mcp", env!("CARGO_PKG_VERSION"))
+}
+
+/// On 2026-07-28 every result names the server in its `_meta` (the spec's
+/// SHOULD; rmcp does it for `server/discover` only). Earlier revisions keep
+/// their shape.
+fn stamp_server_info(meta: &mut Option<MetaObject>, context: &RequestContext<RoleServer>) {
+    if context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+    {
+        let info = serde_json::to_value(server_info()).expect("an Implementation serializes");
+        meta.get_or_insert_default()
+            .insert("io.modelcontextprotocol/serverInfo".into(), info);
     }
 }
 
