@@ -416,3 +416,53 @@ fn progress_reports_each_stage_of_a_call_only_when_asked() {
     );
     assert!(s.shutdown().success());
 }
+
+#[test]
+fn open_listen_streams_are_bounded_and_a_cancelled_one_frees_its_place() {
+    const MAX: u64 = 1024; // host::subscriptions::MAX_SUBSCRIPTIONS
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let mut s = Server::spawn(wt.path(), plugins.path(), &[]);
+    let listen = with_meta(json!({"notifications": {"toolsListChanged": true}}));
+    let ids: Vec<u64> = (0..=MAX)
+        .map(|_| s.send_request("subscriptions/listen", listen.clone()))
+        .collect();
+    // Handlers run concurrently: whichever came last is refused.
+    let refused = loop {
+        let m = s
+            .next_message(Duration::from_secs(60))
+            .expect("one listen refused");
+        if m.get("error").is_some() {
+            break m;
+        }
+    };
+    assert_eq!(error_code(&refused), -32600, "{refused}");
+    assert!(
+        refused.to_string().contains("too many open subscriptions"),
+        "{refused}"
+    );
+    // The others are open: none was answered.
+    let open: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|i| json!(i) != refused["id"])
+        .collect();
+    assert_eq!(open.len() as u64, MAX);
+    assert!(s
+        .wait_response(open[0], Duration::from_millis(300))
+        .is_none());
+
+    s.notify("notifications/cancelled", json!({"requestId": open[0]}));
+    std::thread::sleep(Duration::from_millis(200));
+    let again = s.send_request("subscriptions/listen", listen);
+    assert!(
+        s.wait_response(again, Duration::from_millis(500)).is_none(),
+        "a freed place is usable"
+    );
+    let call = s.request(
+        "tools/call",
+        with_meta(json!({"name": "read_file", "arguments": {"path": "hello.txt"}})),
+    );
+    assert!(call.get("result").is_some(), "{call}");
+    assert!(s.shutdown().success());
+}

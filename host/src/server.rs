@@ -24,7 +24,7 @@ use crate::cancel::unless_cancelled;
 use crate::catalog::{decode_cursor, encode_cursor};
 use crate::progress::Progress;
 use crate::registry::{Outcome, Registry};
-use crate::subscriptions::Listeners;
+use crate::subscriptions::{Listeners, MAX_SUBSCRIPTIONS};
 use crate::wire_limits::{error_result, fit_response, DEFAULT_MAX_RESPONSE_BYTES};
 
 /// The protocol revisions served: the first with structured tool output
@@ -125,7 +125,13 @@ impl ServerHandler for McpServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let _registered = self.listeners.subscribe(context.sink().clone());
+        let Some(_registered) = self.listeners.subscribe(context.sink().clone()) else {
+            tracing::warn!("subscriptions/listen refused: {MAX_SUBSCRIPTIONS} already open");
+            return Err(McpError::invalid_request(
+                format!("too many open subscriptions/listen streams (at most {MAX_SUBSCRIPTIONS}); cancel one first"),
+                None,
+            ));
+        };
         tracing::info!(id = %context.sink().id(), "subscriptions/listen opened");
         context.cancelled().await;
         tracing::info!(id = %context.sink().id(), "subscriptions/listen closed");

@@ -19,6 +19,10 @@ enum Target {
     Subscription(SubscriptionSink),
 }
 
+/// Open `subscriptions/listen` streams one server holds at most (over all
+/// connections); each costs a task and a slot here until it is cancelled.
+pub const MAX_SUBSCRIPTIONS: usize = 1024;
+
 /// The live set of receivers, shared by every clone of the server.
 #[derive(Default)]
 pub struct Listeners {
@@ -40,29 +44,42 @@ impl Drop for Registration {
 }
 
 impl Listeners {
-    fn add(&self, target: Target) -> u64 {
+    fn add(&self, target: Target) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.targets.lock().unwrap().push((id, target));
-        id
     }
 
     fn remove(&self, id: u64) {
         self.targets.lock().unwrap().retain(|(i, _)| *i != id);
     }
 
-    /// A 2025-11-25 session; it stays until its transport closes.
+    /// A 2025-11-25 session; it stays until its transport closes (closed
+    /// ones are dropped here and when a notification fails).
     pub fn add_session(&self, peer: Peer<RoleServer>) {
+        self.targets.lock().unwrap().retain(|(_, t)| match t {
+            Target::Session(p) => !p.is_transport_closed(),
+            Target::Subscription(_) => true,
+        });
         self.add(Target::Session(peer));
     }
 
     /// A `subscriptions/listen` stream, registered while the returned
-    /// guard lives.
-    pub fn subscribe(self: &Arc<Self>, sink: SubscriptionSink) -> Registration {
-        let id = self.add(Target::Subscription(sink));
-        Registration {
+    /// guard lives; `None` when [`MAX_SUBSCRIPTIONS`] are open.
+    pub fn subscribe(self: &Arc<Self>, sink: SubscriptionSink) -> Option<Registration> {
+        let mut targets = self.targets.lock().unwrap();
+        let open = targets
+            .iter()
+            .filter(|(_, t)| matches!(t, Target::Subscription(_)))
+            .count();
+        if open >= MAX_SUBSCRIPTIONS {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        targets.push((id, Target::Subscription(sink)));
+        Some(Registration {
             listeners: self.clone(),
             id,
-        }
+        })
     }
 
     /// How many receivers are registered now.
