@@ -4,8 +4,8 @@
 //! through to `CustomRequest`, which would otherwise be `-32601`.)
 
 use rmcp::model::{
-    CallToolRequestParams, CustomRequest, ErrorCode, PaginatedRequestParams,
-    SubscriptionsListenRequestParams,
+    CallToolRequestParams, CustomRequest, ErrorCode, InitializeRequestParams,
+    PaginatedRequestParams, SubscriptionsListenRequestParams,
 };
 use rmcp::ErrorData as McpError;
 use serde::de::DeserializeOwned;
@@ -23,6 +23,7 @@ pub fn unparsed_request(request: &CustomRequest) -> McpError {
         "tools/list" => {
             cursor_problem(&params).or_else(|| serde_problem::<PaginatedRequestParams>(&params))
         }
+        "initialize" => serde_problem::<InitializeRequestParams>(&params),
         "subscriptions/listen" => listen_problem(&params)
             .or_else(|| serde_problem::<SubscriptionsListenRequestParams>(&params)),
         _ => return McpError::new(ErrorCode::METHOD_NOT_FOUND, method.to_owned(), None),
@@ -130,6 +131,9 @@ mod tests {
             "{}",
             e.message
         );
+        let e = answer("initialize", json!({"protocolVersion": "2025-11-25"}));
+        assert_eq!(e.code.0, -32602);
+        assert!(e.message.contains("missing field"), "{}", e.message);
         let e = answer("subscriptions/listen", json!({}));
         assert!(
             e.message.contains("`notifications` is missing"),
