@@ -303,18 +303,24 @@ fn every_listen_stream_hears_of_hot_reload_until_it_is_cancelled() {
 }
 
 #[test]
-fn a_cancelled_call_stops_its_guest_and_frees_its_slot_on_both_revisions() {
+fn a_cancelled_call_stops_its_guest_and_frees_its_slot() {
     let wt = worktree();
     let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
     // One slot, a long deadline: without cancellation the next call would
     // wait half of it (10 s) and come back `busy`.
     let extra = ["--max-concurrency", "1", "--timeout-ms", "20000"];
-    for rev in [Revision::Handshake, Revision::Stateless] {
+    // A guest in wasm code (spin) and one blocked in a host call (a WASI sleep).
+    let runs = [
+        (Revision::Handshake, "spin"),
+        (Revision::Stateless, "spin"),
+        (Revision::Stateless, "sleep_forever"),
+    ];
+    for (rev, tool) in runs {
         let (mut s, log) = rev.start(wt.path(), plugins.path(), &extra);
         let spin = s.send_request(
             "tools/call",
             rev.params(
-                json!({"name": "spin", "arguments": {}, "_meta": {"progressToken": "spin-1"}}),
+                json!({"name": tool, "arguments": {}, "_meta": {"progressToken": "spin-1"}}),
             ),
         );
         // Progress tells us when the guest is running.
@@ -326,7 +332,13 @@ fn a_cancelled_call_stops_its_guest_and_frees_its_slot_on_both_revisions() {
             assert_eq!(p["params"]["progressToken"], "spin-1", "{p}");
             seen.push(p["params"]["message"].as_str().unwrap().to_string());
         }
-        assert_eq!(seen, ["spin: waiting for a call slot", "spin: running"]);
+        assert_eq!(
+            seen,
+            [
+                format!("{tool}: waiting for a call slot"),
+                format!("{tool}: running")
+            ]
+        );
         std::thread::sleep(Duration::from_millis(100));
 
         let cancelled = Instant::now();
@@ -347,7 +359,7 @@ fn a_cancelled_call_stops_its_guest_and_frees_its_slot_on_both_revisions() {
             took < Duration::from_secs(5),
             "{rev:?}: next call took {took:?}"
         );
-        eprintln!("{rev:?}: cancel → next call answered in {took:?}");
+        eprintln!("{rev:?} {tool}: cancel → next call answered in {took:?}");
         // No response (nor a `done` progress) for the cancelled request.
         assert!(
             s.wait_response(spin, Duration::from_millis(300)).is_none(),
@@ -356,13 +368,14 @@ fn a_cancelled_call_stops_its_guest_and_frees_its_slot_on_both_revisions() {
         assert!(
             !s.notifications
                 .iter()
-                .any(|n| n["params"]["message"] == "spin: done"),
+                .any(|n| n["params"]["message"] == format!("{tool}: done")),
             "{rev:?}"
         );
         assert!(s.shutdown().success());
         let text = log.read();
         assert!(
-            text.contains("call cancelled by the client") && text.contains("tool=\"spin\""),
+            text.contains("call cancelled by the client")
+                && text.contains(&format!("tool=\"{tool}\"")),
             "{rev:?}: {text}"
         );
     }
