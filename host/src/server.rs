@@ -201,28 +201,33 @@ impl ServerHandler for McpServer {
         if let Some(p) = &progress {
             p.done(outcome.summary()).await;
         }
-        let result = match outcome {
-            Outcome::Ok { value, text } => {
-                let mut r = CallToolResult::structured(value);
-                r.content = vec![ContentBlock::text(text)];
-                r
-            }
-            Outcome::InvalidArguments(m) => error_result(
-                format!("invalid arguments for {name}: {m}"),
-                "invalid_arguments",
-            ),
-            Outcome::Failed(e) => error_result(e.to_string(), e.kind()),
-            Outcome::ContractViolation(m) => {
-                tracing::warn!(tool = %name, "contract violation: {m}");
-                error_result(
-                    format!("tool {name} broke its contract: {m}"),
-                    "contract_violation",
-                )
-            }
-        };
+        let result = tool_result(&name, outcome);
         let mut result = fit_response(result, &context.id, &name, self.max_response_bytes);
         stamp_server_info(&mut result.meta, &context);
         Ok(result.into())
+    }
+}
+
+/// The `tools/call` result for a call's outcome.
+fn tool_result(name: &str, outcome: Outcome) -> CallToolResult {
+    match outcome {
+        Outcome::Ok { value, text } => {
+            let mut r = CallToolResult::structured(value);
+            r.content = vec![ContentBlock::text(text)];
+            r
+        }
+        Outcome::InvalidArguments(m) => error_result(
+            format!("invalid arguments for {name}: {m}"),
+            "invalid_arguments",
+        ),
+        Outcome::Failed(e) => error_result(e.to_string(), e.kind()),
+        Outcome::ContractViolation(m) => {
+            tracing::warn!(tool = %name, "contract violation: {m}");
+            error_result(
+                format!("tool {name} broke its contract: {m}"),
+                "contract_violation",
+            )
+        }
     }
 }
 
