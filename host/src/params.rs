@@ -8,7 +8,6 @@ use rmcp::model::{
     PaginatedRequestParams, SubscriptionsListenRequestParams,
 };
 use rmcp::ErrorData as McpError;
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 /// The answer to a request rmcp could not parse: `-32602` naming the
@@ -16,16 +15,21 @@ use serde_json::{json, Value};
 pub fn unparsed_request(request: &CustomRequest) -> McpError {
     let method = request.method.as_str();
     let params = request.params.clone().unwrap_or_else(|| json!({}));
+    // What serde says about params that do not parse as `$t`.
+    macro_rules! serde_says {
+        ($t:ty) => {
+            serde_json::from_value::<$t>(params.clone())
+                .err()
+                .map(|e| e.to_string())
+        };
+    }
     let problem = match method {
-        "tools/call" => {
-            tools_call_problem(&params).or_else(|| serde_problem::<CallToolRequestParams>(&params))
+        "tools/call" => tools_call_problem(&params).or_else(|| serde_says!(CallToolRequestParams)),
+        "tools/list" => cursor_problem(&params).or_else(|| serde_says!(PaginatedRequestParams)),
+        "initialize" => serde_says!(InitializeRequestParams),
+        "subscriptions/listen" => {
+            listen_problem(&params).or_else(|| serde_says!(SubscriptionsListenRequestParams))
         }
-        "tools/list" => {
-            cursor_problem(&params).or_else(|| serde_problem::<PaginatedRequestParams>(&params))
-        }
-        "initialize" => serde_problem::<InitializeRequestParams>(&params),
-        "subscriptions/listen" => listen_problem(&params)
-            .or_else(|| serde_problem::<SubscriptionsListenRequestParams>(&params)),
         _ => return McpError::new(ErrorCode::METHOD_NOT_FOUND, method.to_owned(), None),
     };
     let problem = problem.unwrap_or_else(|| "params do not fit the method".into());
@@ -33,12 +37,6 @@ pub fn unparsed_request(request: &CustomRequest) -> McpError {
         format!("invalid params for {method}: {problem}"),
         Some(json!({"method": method})),
     )
-}
-
-fn serde_problem<T: DeserializeOwned>(params: &Value) -> Option<String> {
-    serde_json::from_value::<T>(params.clone())
-        .err()
-        .map(|e| e.to_string())
 }
 
 fn type_name(v: &Value) -> &'static str {

@@ -13,6 +13,8 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::task::JoinSet;
 
 use crate::cache::ComponentCache;
+use wasm_mcp_protocol::ErrorKind;
+
 use crate::catalog::Catalog;
 use crate::limits::{before, LOAD_SLOTS};
 use crate::plugin::{CallError, LoadError, Plugin, Slot};
@@ -49,13 +51,27 @@ pub enum CallStage {
 }
 
 impl Outcome {
-    /// How the call ended, in a few words (for progress and logs).
-    pub fn summary(&self) -> &'static str {
+    /// The error kind, `None` for a successful call.
+    pub fn kind(&self) -> Option<ErrorKind> {
         match self {
-            Outcome::Ok { .. } => "done",
-            Outcome::InvalidArguments(_) => "invalid_arguments",
-            Outcome::Failed(e) => e.kind(),
-            Outcome::ContractViolation(_) => "contract_violation",
+            Outcome::Ok { .. } => None,
+            Outcome::InvalidArguments(_) => Some(ErrorKind::InvalidArguments),
+            Outcome::Failed(e) => Some(e.kind()),
+            Outcome::ContractViolation(_) => Some(ErrorKind::ContractViolation),
+        }
+    }
+
+    /// How the call ended, in a word (for progress): `done` or the error kind.
+    pub fn summary(&self) -> &'static str {
+        self.kind().map_or("done", ErrorKind::as_str)
+    }
+
+    /// The error's own message, `None` for a successful call.
+    pub fn error_message(&self) -> Option<String> {
+        match self {
+            Outcome::Ok { .. } => None,
+            Outcome::InvalidArguments(m) | Outcome::ContractViolation(m) => Some(m.clone()),
+            Outcome::Failed(e) => Some(e.to_string()),
         }
     }
 }
@@ -287,7 +303,7 @@ impl Registry {
         let elapsed_us = started.elapsed().as_micros() as u64;
         let outcome = match result {
             Err(e) => {
-                tracing::info!(tool = name, kind = e.kind(), elapsed_us, "call failed: {e}");
+                tracing::info!(tool = name, kind = %e.kind(), elapsed_us, "call failed: {e}");
                 Outcome::Failed(e)
             }
             Ok(text) => match validation.check_result(&text, tool.output.as_ref()).await {

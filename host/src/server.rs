@@ -20,8 +20,9 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 
+use wasm_mcp_protocol::{decode_cursor, encode_cursor, ErrorKind};
+
 use crate::cancel::unless_cancelled;
-use crate::catalog::{decode_cursor, encode_cursor};
 use crate::progress::Progress;
 use crate::registry::{Outcome, Registry};
 use crate::subscriptions::{Listeners, MAX_SUBSCRIPTIONS};
@@ -188,9 +189,8 @@ impl ServerHandler for McpServer {
         let call = self.observed_call(&name, args, progress.as_ref());
         let Some(outcome) = unless_cancelled(&context, &name, call).await else {
             // Never sent: rmcp drops the response of a cancelled request.
-            return Ok(
-                error_result(format!("{name}: cancelled by the client"), "cancelled").into(),
-            );
+            let text = format!("{name}: cancelled by the client");
+            return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
         };
         let Some(outcome) = outcome else {
             return Err(McpError::invalid_params(
@@ -216,17 +216,9 @@ fn tool_result(name: &str, outcome: Outcome) -> CallToolResult {
             r.content = vec![ContentBlock::text(text)];
             r
         }
-        Outcome::InvalidArguments(m) => error_result(
-            format!("invalid arguments for {name}: {m}"),
-            "invalid_arguments",
-        ),
-        Outcome::Failed(e) => error_result(e.to_string(), e.kind()),
-        Outcome::ContractViolation(m) => {
-            tracing::warn!(tool = %name, "contract violation: {m}");
-            error_result(
-                format!("tool {name} broke its contract: {m}"),
-                "contract_violation",
-            )
+        failed => {
+            let kind = failed.kind().unwrap_or(ErrorKind::HostError);
+            error_result(error_text(name, &failed), kind)
         }
     }
 }
@@ -270,5 +262,18 @@ impl McpServer {
             });
         let (outcome, ()) = tokio::join!(call, progress.forward(rx));
         outcome
+    }
+}
+
+/// The message an error result shows, naming the tool where the kind needs it.
+fn error_text(name: &str, outcome: &Outcome) -> String {
+    let message = outcome.error_message().unwrap_or_default();
+    match outcome.kind() {
+        Some(ErrorKind::InvalidArguments) => format!("invalid arguments for {name}: {message}"),
+        Some(ErrorKind::ContractViolation) => {
+            tracing::warn!(tool = %name, "contract violation: {message}");
+            format!("tool {name} broke its contract: {message}")
+        }
+        _ => message,
     }
 }
