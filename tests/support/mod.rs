@@ -168,6 +168,16 @@ impl Server {
 
     /// Like [`Server::spawn`], with the server's stderr (its log) sent to `stderr`.
     fn spawn_with_stderr(worktree: &Path, plugins: &Path, extra: &[&str], stderr: Stdio) -> Server {
+        Self::spawn_with(worktree, plugins, extra, stderr, "warn")
+    }
+
+    fn spawn_with(
+        worktree: &Path,
+        plugins: &Path,
+        extra: &[&str],
+        stderr: Stdio,
+        log_level: &str,
+    ) -> Server {
         let mut cmd = Command::new(server_bin());
         cmd.arg("serve")
             .arg("--worktree")
@@ -177,7 +187,7 @@ impl Server {
             .arg("--cache-dir")
             .arg(cache_dir())
             .args(extra)
-            .env("WASM_MCP_LOG", "warn")
+            .env("WASM_MCP_LOG", log_level)
             // A canary: the server process has it, guests must never see it.
             .env("WASM_MCP_CANARY", "should-not-be-visible")
             .stdin(Stdio::piped())
@@ -410,5 +420,26 @@ impl Server {
                 Err(_) => self.garbage.push(line),
             }
         }
+    }
+}
+
+impl Server {
+    /// Spawn without any handshake (the 2026-07-28 revision has none), with
+    /// the server's log (at `info`) captured to a file.
+    pub fn spawn_logged(worktree: &Path, plugins: &Path, extra: &[&str]) -> (Server, ServerLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.log");
+        let file = std::fs::File::create(&path).unwrap();
+        let s = Self::spawn_with(worktree, plugins, extra, file.into(), "info");
+        (s, ServerLog { _dir: dir, path })
+    }
+
+    /// Send a request without waiting for its response; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&msg.to_string());
+        id
     }
 }
