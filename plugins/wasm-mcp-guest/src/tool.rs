@@ -144,7 +144,31 @@ fn schema_of<T: JsonSchema>() -> Value {
     settings.meta_schema = None;
     let mut schema = settings.into_generator().into_root_schema_for::<T>().to_value();
     take_key(&mut schema, "title");
+    unwrap_descriptions(&mut schema);
     schema
+}
+
+/// Doc comments arrive one source line per `\n`: rejoin the lines of each
+/// paragraph with a space, keep blank-line paragraph breaks.
+fn unwrap_doc(doc: &str) -> String {
+    let paragraphs: Vec<String> =
+        doc.split("\n\n").map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" ")).collect();
+    paragraphs.join("\n\n")
+}
+
+fn unwrap_descriptions(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            for (k, child) in o.iter_mut() {
+                match child {
+                    Value::String(s) if k == "description" => *s = unwrap_doc(s),
+                    _ => unwrap_descriptions(child),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(unwrap_descriptions),
+        _ => {}
+    }
 }
 
 fn take_key(schema: &mut Value, key: &str) -> Option<Value> {

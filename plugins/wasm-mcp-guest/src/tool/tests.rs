@@ -3,7 +3,10 @@ use crate::ErrorCode;
 use serde::Deserialize;
 use serde_json::json;
 
-/// Adds `a` and `b`.
+/// Adds `a`
+/// and `b`.
+///
+/// Second paragraph.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Add {
@@ -41,7 +44,7 @@ fn descriptor_takes_the_doc_comment_and_derives_plain_object_schemas() {
     let d = &descriptors(&tools())[0];
     assert_eq!(d.name, "add");
     assert_eq!(d.title.as_deref(), Some("Add"));
-    assert_eq!(d.description, "Adds `a` and `b`.");
+    assert_eq!(d.description, "Adds `a` and `b`.\n\nSecond paragraph.");
     assert_eq!(d.annotations, Annotations { read_only: true, idempotent: true, ..Default::default() });
     let input = &d.input_schema;
     assert_eq!(input["type"], "object");
