@@ -11,6 +11,7 @@ pub mod cache;
 pub mod catalog;
 pub mod disk_budget;
 pub mod disk_guard;
+pub mod inspect;
 pub mod limits;
 pub mod logpipe;
 pub mod plugin;

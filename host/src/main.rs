@@ -42,6 +42,22 @@ enum Cmd {
         #[arg(default_value = "{}")]
         args: String,
     },
+    /// Describe a component: sha256, imports (and any this host lacks),
+    /// whether the host can run it, its tools with schemas and annotations.
+    /// Exits non-zero when the host cannot run it.
+    Inspect {
+        /// The component file.
+        plugin: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Compiled-component cache dir [default: $XDG_CACHE_HOME/wasm-mcp or ~/.cache/wasm-mcp].
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Do not read or write the compile cache.
+        #[arg(long)]
+        no_cache: bool,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -187,6 +203,26 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
     Registry::open(sandbox, cache, &c.plugins, c.allow.clone()).await
 }
 
+async fn inspect(plugin: &Path, json: bool, cache: ComponentCache) -> Result<()> {
+    // No filesystem at all: list-tools never gets one.
+    let sandbox = Sandbox::new(
+        None,
+        FsAccess::ReadOnly,
+        Limits::default(),
+        &EngineOptions::default(),
+    )?;
+    let report = wasm_mcp_host::inspect::inspect(&sandbox, &cache, plugin).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", wasm_mcp_host::inspect::render(&report));
+    }
+    match &report.cannot_run {
+        None => Ok(()),
+        Some(why) => anyhow::bail!("{}: the host cannot run it: {why}", plugin.display()),
+    }
+}
+
 async fn serve(args: ServeArgs) -> Result<()> {
     let registry = open_registry(&args.common).await?;
     let catalog = registry.catalog();
@@ -219,6 +255,19 @@ async fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.cmd {
+        Cmd::Inspect {
+            plugin,
+            json,
+            cache_dir,
+            no_cache,
+        } => {
+            let cache = ComponentCache::new(if no_cache {
+                None
+            } else {
+                cache_dir.or_else(default_cache_dir)
+            });
+            inspect(&plugin, json, cache).await
+        }
         Cmd::Serve(a) => serve(a).await,
         Cmd::Tools(c) => {
             async {

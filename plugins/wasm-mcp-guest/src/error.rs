@@ -33,7 +33,10 @@ pub struct ToolError {
 
 impl ToolError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ToolError { code, message: message.into() }
+        ToolError {
+            code,
+            message: message.into(),
+        }
     }
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidArguments, message)
@@ -60,7 +63,9 @@ impl ToolError {
             K::NotFound => ErrorCode::NotFound,
             K::PermissionDenied => ErrorCode::PermissionDenied,
             // wasi-libc's ENOTCAPABLE (76): the sandbox refused the path.
-            _ if cfg!(target_os = "wasi") && e.raw_os_error() == Some(76) => ErrorCode::PermissionDenied,
+            _ if cfg!(target_os = "wasi") && e.raw_os_error() == Some(76) => {
+                ErrorCode::PermissionDenied
+            }
             _ => ErrorCode::Io,
         };
         let what = match code {

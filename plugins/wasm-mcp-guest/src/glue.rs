@@ -1,8 +1,8 @@
 //! wasm32 only: conversions between the SDK's types and the wit-bindgen
 //! bindings, used by `export_tools!`.
 
-pub use crate::bindings::exports::wasm_mcp::tool::tool::{Guest, ToolDescriptor, ToolError};
 use crate::bindings::exports::wasm_mcp::tool::tool::{Annotations, ErrorCode};
+pub use crate::bindings::exports::wasm_mcp::tool::tool::{Guest, ToolDescriptor, ToolError};
 use crate::{ErrorCode as Code, Tool};
 
 pub fn list_tools(tools: &[Tool]) -> Vec<ToolDescriptor> {
@@ -25,7 +25,10 @@ pub fn list_tools(tools: &[Tool]) -> Vec<ToolDescriptor> {
 }
 
 pub fn call(tools: &[Tool], name: &str, args_json: &str) -> Result<String, ToolError> {
-    crate::call(tools, name, args_json).map_err(|e| ToolError { code: code(e.code), message: e.message })
+    crate::call(tools, name, args_json).map_err(|e| ToolError {
+        code: code(e.code),
+        message: e.message,
+    })
 }
 
 fn code(c: Code) -> ErrorCode {

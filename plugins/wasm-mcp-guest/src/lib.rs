@@ -81,7 +81,7 @@ macro_rules! export_tools {
                     $crate::glue::call(&$tools, &name, &args_json)
                 }
             }
-            $crate::bindings::__export_tool_plugin!(WasmMcpPlugin with_types_in $crate::bindings);
+    $crate::bindings::__export_tool_plugin!(WasmMcpPlugin with_types_in $crate::bindings);
         };
     };
 }

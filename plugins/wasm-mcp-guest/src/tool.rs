@@ -64,7 +64,8 @@ impl Tool {
             output_schema: schema_of::<R>,
             run: Box::new(move |args_json| {
                 let out = f(parse(name, args_json)?)?;
-                serde_json::to_string(&out).map_err(|e| ToolError::internal(format!("result of {name}: {e}")))
+                serde_json::to_string(&out)
+                    .map_err(|e| ToolError::internal(format!("result of {name}: {e}")))
             }),
         }
     }
@@ -126,13 +127,21 @@ pub fn descriptors(tools: &[Tool]) -> Vec<Descriptor> {
 pub fn call(tools: &[Tool], name: &str, args_json: &str) -> Result<String, ToolError> {
     match tools.iter().find(|t| t.name == name) {
         Some(t) => (t.run)(args_json),
-        None => Err(ToolError::new(crate::ErrorCode::UnknownTool, format!("unknown tool `{name}`"))),
+        None => Err(ToolError::new(
+            crate::ErrorCode::UnknownTool,
+            format!("unknown tool `{name}`"),
+        )),
     }
 }
 
 fn parse<A: DeserializeOwned>(tool: &str, args_json: &str) -> Result<A, ToolError> {
-    let text = if args_json.trim().is_empty() { "{}" } else { args_json };
-    serde_json::from_str(text).map_err(|e| ToolError::invalid(format!("invalid arguments for {tool}: {e}")))
+    let text = if args_json.trim().is_empty() {
+        "{}"
+    } else {
+        args_json
+    };
+    serde_json::from_str(text)
+        .map_err(|e| ToolError::invalid(format!("invalid arguments for {tool}: {e}")))
 }
 
 /// Draft 2020-12, everything inlined (no `$defs` unless a type is
@@ -142,7 +151,10 @@ fn schema_of<T: JsonSchema>() -> Value {
     let mut settings = SchemaSettings::draft2020_12();
     settings.inline_subschemas = true;
     settings.meta_schema = None;
-    let mut schema = settings.into_generator().into_root_schema_for::<T>().to_value();
+    let mut schema = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
     take_key(&mut schema, "title");
     unwrap_descriptions(&mut schema);
     schema
@@ -151,8 +163,10 @@ fn schema_of<T: JsonSchema>() -> Value {
 /// Doc comments arrive one source line per `\n`: rejoin the lines of each
 /// paragraph with a space, keep blank-line paragraph breaks.
 fn unwrap_doc(doc: &str) -> String {
-    let paragraphs: Vec<String> =
-        doc.split("\n\n").map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" ")).collect();
+    let paragraphs: Vec<String> = doc
+        .split("\n\n")
+        .map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" "))
+        .collect();
     paragraphs.join("\n\n")
 }
 
@@ -172,7 +186,9 @@ fn unwrap_descriptions(v: &mut Value) {
 }
 
 fn take_key(schema: &mut Value, key: &str) -> Option<Value> {
-    schema.as_object_mut().and_then(|o: &mut Map<String, Value>| o.remove(key))
+    schema
+        .as_object_mut()
+        .and_then(|o: &mut Map<String, Value>| o.remove(key))
 }
 
 #[cfg(test)]

@@ -32,7 +32,10 @@ fn add(a: Add) -> Result<Sum, ToolError> {
     if a.a == 13 {
         return Err(ToolError::new(ErrorCode::TooLarge, "unlucky"));
     }
-    Ok(Sum { sum: a.a + a.b, parts: vec![Part { n: 1 }] })
+    Ok(Sum {
+        sum: a.a + a.b,
+        parts: vec![Part { n: 1 }],
+    })
 }
 
 fn tools() -> Vec<Tool> {
@@ -45,7 +48,14 @@ fn descriptor_takes_the_doc_comment_and_derives_plain_object_schemas() {
     assert_eq!(d.name, "add");
     assert_eq!(d.title.as_deref(), Some("Add"));
     assert_eq!(d.description, "Adds `a` and `b`.\n\nSecond paragraph.");
-    assert_eq!(d.annotations, Annotations { read_only: true, idempotent: true, ..Default::default() });
+    assert_eq!(
+        d.annotations,
+        Annotations {
+            read_only: true,
+            idempotent: true,
+            ..Default::default()
+        }
+    );
     let input = &d.input_schema;
     assert_eq!(input["type"], "object");
     assert_eq!(input["additionalProperties"], false);
@@ -57,8 +67,14 @@ fn descriptor_takes_the_doc_comment_and_derives_plain_object_schemas() {
     }
     let output = &d.output_schema;
     assert_eq!(output["type"], "object");
-    assert!(output.get("$defs").is_none() && !output.to_string().contains("$ref"), "{output}");
-    assert_eq!(output["properties"]["parts"]["items"]["properties"]["n"]["minimum"], 1);
+    assert!(
+        output.get("$defs").is_none() && !output.to_string().contains("$ref"),
+        "{output}"
+    );
+    assert_eq!(
+        output["properties"]["parts"]["items"]["properties"]["n"]["minimum"],
+        1
+    );
 }
 
 #[test]
@@ -70,18 +86,33 @@ fn an_explicit_description_wins() {
 #[test]
 fn call_parses_runs_and_serializes() {
     let out = call(&tools(), "add", r#"{"a": 2, "b": 3}"#).unwrap();
-    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), json!({"sum": 5, "parts": [{"n": 1}]}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({"sum": 5, "parts": [{"n": 1}]})
+    );
     // Empty argument text counts as `{}`.
-    assert_eq!(call(&tools(), "add", " ").unwrap_err().code, ErrorCode::InvalidArguments);
+    assert_eq!(
+        call(&tools(), "add", " ").unwrap_err().code,
+        ErrorCode::InvalidArguments
+    );
 }
 
 #[test]
 fn errors_keep_their_codes() {
     let t = tools();
-    assert_eq!(call(&t, "sub", "{}").unwrap_err().code, ErrorCode::UnknownTool);
+    assert_eq!(
+        call(&t, "sub", "{}").unwrap_err().code,
+        ErrorCode::UnknownTool
+    );
     let e = call(&t, "add", r#"{"a": 1, "c": 2}"#).unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidArguments);
     assert!(e.message.contains("invalid arguments for add"), "{e}");
-    assert_eq!(call(&t, "add", r#"{"a": "x"}"#).unwrap_err().code, ErrorCode::InvalidArguments);
-    assert_eq!(call(&t, "add", r#"{"a": 13}"#).unwrap_err(), ToolError::new(ErrorCode::TooLarge, "unlucky"));
+    assert_eq!(
+        call(&t, "add", r#"{"a": "x"}"#).unwrap_err().code,
+        ErrorCode::InvalidArguments
+    );
+    assert_eq!(
+        call(&t, "add", r#"{"a": 13}"#).unwrap_err(),
+        ToolError::new(ErrorCode::TooLarge, "unlucky")
+    );
 }
