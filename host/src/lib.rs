@@ -17,6 +17,7 @@ pub mod logpipe;
 pub mod plugin;
 pub mod registry;
 pub mod sandbox;
+pub mod scaffold;
 pub mod server;
 pub mod wire_limits;
 

@@ -58,6 +58,25 @@ enum Cmd {
         #[arg(long)]
         no_cache: bool,
     },
+    /// Scaffold a plugin project: `./build.sh` builds NAME.wasm, `./test.sh`
+    /// calls its tool through `wasm-mcp call`.
+    New {
+        /// Project, tool and component name: [a-z][a-z0-9_-]{0,63}.
+        name: String,
+        /// Template language (those built in: see the error for another).
+        #[arg(long, default_value = "rust")]
+        lang: String,
+        /// Directory to create [default: ./NAME]; must not exist or be empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Turn a wasm32-wasip1 core module into a tool component (WASI
+    /// preview1 adapter) or validate one: IN OUT [--adapter reactor|command]
+    /// [--list-imports].
+    Componentize {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -255,6 +274,18 @@ async fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.cmd {
+        Cmd::Componentize { args } => return componentize::cli(&args),
+        Cmd::New { name, lang, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            wasm_mcp_host::scaffold::new_project(&name, &lang, &dir).map(|files| {
+                eprintln!(
+                    "wasm-mcp: created {} ({} files): cd {} && ./build.sh && ./test.sh",
+                    dir.display(),
+                    files.len(),
+                    dir.display()
+                );
+            })
+        }
         Cmd::Inspect {
             plugin,
             json,
