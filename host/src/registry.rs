@@ -13,6 +13,8 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::task::JoinSet;
 
 use crate::cache::ComponentCache;
+use wasm_mcp_protocol::ErrorKind;
+
 use crate::catalog::Catalog;
 use crate::limits::{before, LOAD_SLOTS};
 use crate::plugin::{CallError, LoadError, Plugin, Slot};
@@ -37,6 +39,27 @@ pub enum Outcome {
     Failed(CallError),
     /// The result broke the tool's own output schema (the plugin's fault).
     ContractViolation(String),
+}
+
+impl Outcome {
+    /// The error kind, `None` for a successful call.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            Outcome::Ok { .. } => None,
+            Outcome::InvalidArguments(_) => Some(ErrorKind::InvalidArguments),
+            Outcome::Failed(e) => Some(e.kind()),
+            Outcome::ContractViolation(_) => Some(ErrorKind::ContractViolation),
+        }
+    }
+
+    /// The error's own message, `None` for a successful call.
+    pub fn error_message(&self) -> Option<String> {
+        match self {
+            Outcome::Ok { .. } => None,
+            Outcome::InvalidArguments(m) | Outcome::ContractViolation(m) => Some(m.clone()),
+            Outcome::Failed(e) => Some(e.to_string()),
+        }
+    }
 }
 
 /// Every `*.wasm` seen, by path: its stamp and the plugin, or `None` when it
@@ -251,7 +274,7 @@ impl Registry {
         let elapsed_us = started.elapsed().as_micros() as u64;
         let outcome = match result {
             Err(e) => {
-                tracing::info!(tool = name, kind = e.kind(), elapsed_us, "call failed: {e}");
+                tracing::info!(tool = name, kind = %e.kind(), elapsed_us, "call failed: {e}");
                 Outcome::Failed(e)
             }
             Ok(text) => match validation.check_result(&text, tool.output.as_ref()).await {

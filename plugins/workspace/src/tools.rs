@@ -26,10 +26,22 @@ pub fn tools(root: &Path) -> Vec<Tool> {
     let at = |root: &Path| root.to_path_buf();
     let (r1, r2, r3, r4) = (at(root), at(root), at(root), at(root));
     vec![
-        Tool::new("read_file", move |a| read_file(&r1, a)).title("Read file").read_only().idempotent(),
-        Tool::new("write_file", move |a| write_file(&r2, a)).title("Write file").destructive().idempotent(),
-        Tool::new("list_dir", move |a| list_dir(&r3, a)).title("List directory").read_only().idempotent(),
-        Tool::new("search", move |a| search(&r4, a)).title("Search files").read_only().idempotent(),
+        Tool::new("read_file", move |a| read_file(&r1, a))
+            .title("Read file")
+            .read_only()
+            .idempotent(),
+        Tool::new("write_file", move |a| write_file(&r2, a))
+            .title("Write file")
+            .destructive()
+            .idempotent(),
+        Tool::new("list_dir", move |a| list_dir(&r3, a))
+            .title("List directory")
+            .read_only()
+            .idempotent(),
+        Tool::new("search", move |a| search(&r4, a))
+            .title("Search files")
+            .read_only()
+            .idempotent(),
     ]
 }
 
@@ -45,7 +57,9 @@ pub fn call(root: &Path, name: &str, args_json: &str) -> Result<String, ToolErr>
 
 fn check_range(field: &str, v: u64, lo: u64, hi: u64) -> Result<u64, ToolErr> {
     if v < lo || v > hi {
-        return Err(ToolErr::invalid(format!("`{field}` must be between {lo} and {hi}, got {v}")));
+        return Err(ToolErr::invalid(format!(
+            "`{field}` must be between {lo} and {hi}, got {v}"
+        )));
     }
     Ok(v)
 }
@@ -120,7 +134,12 @@ pub fn preview(data: &[u8], offset: u64, line_limit: u64, capped: bool) -> Previ
         total += 1;
     }
     let truncated = capped || offset.saturating_add(returned) < total;
-    Preview { content, lines_returned: returned, total_lines: total, truncated }
+    Preview {
+        content,
+        lines_returned: returned,
+        total_lines: total,
+        truncated,
+    }
 }
 
 fn read_file(root: &Path, a: ReadArgs) -> Result<ReadOut, ToolErr> {
@@ -130,11 +149,15 @@ fn read_file(root: &Path, a: ReadArgs) -> Result<ReadOut, ToolErr> {
     let file = fs::File::open(&full).map_err(|e| ToolErr::io(&rel, &e))?;
     let meta = file.metadata().map_err(|e| ToolErr::io(&rel, &e))?;
     if meta.is_dir() {
-        return Err(ToolErr::invalid(format!("{rel} is a directory (use list_dir)")));
+        return Err(ToolErr::invalid(format!(
+            "{rel} is a directory (use list_dir)"
+        )));
     }
     // Sized up front: no reallocation (and copy) while reading a large file.
     let mut data = Vec::with_capacity(meta.len().min(MAX_FILE_BYTES) as usize + 1);
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut data).map_err(|e| ToolErr::io(&rel, &e))?;
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| ToolErr::io(&rel, &e))?;
     let capped = data.len() as u64 > MAX_FILE_BYTES;
     data.truncate(MAX_FILE_BYTES as usize);
     let p = preview(&data, a.offset, limit, capped);
@@ -179,18 +202,26 @@ fn write_file(root: &Path, a: WriteArgs) -> Result<WriteOut, ToolErr> {
     if a.content.len() as u64 > MAX_FILE_BYTES {
         return Err(ToolErr::new(
             Code::TooLarge,
-            format!("content is {} bytes, the limit is {MAX_FILE_BYTES}", a.content.len()),
+            format!(
+                "content is {} bytes, the limit is {MAX_FILE_BYTES}",
+                a.content.len()
+            ),
         ));
     }
     let rel = normalize(&a.path)?;
     if rel == "." {
-        return Err(ToolErr::invalid("path must name a file, not the worktree root"));
+        return Err(ToolErr::invalid(
+            "path must name a file, not the worktree root",
+        ));
     }
     // Decide on the path the write really lands on: a symlink committed in
     // the repository (`link -> .git`, `d -> .`) must not lead into `.git`.
     let real = resolve_links(root, &rel)?;
     if is_git_metadata(&rel) || is_git_metadata(&real) {
-        return Err(ToolErr::new(Code::PermissionDenied, format!("{rel}: the worktree's git metadata is not writable")));
+        return Err(ToolErr::new(
+            Code::PermissionDenied,
+            format!("{rel}: the worktree's git metadata is not writable"),
+        ));
     }
     if real == "." {
         return Err(ToolErr::invalid(format!("{rel} is a directory")));
@@ -212,7 +243,11 @@ fn write_file(root: &Path, a: WriteArgs) -> Result<WriteOut, ToolErr> {
         }
     }
     fs::write(&full, a.content.as_bytes()).map_err(|e| ToolErr::io(&rel, &e))?;
-    Ok(WriteOut { path: rel, bytes_written: a.content.len() as u64, created: existing.is_none() })
+    Ok(WriteOut {
+        path: rel,
+        bytes_written: a.content.len() as u64,
+        created: existing.is_none(),
+    })
 }
 
 // ----------------------------------------------------------------- list_dir
@@ -277,7 +312,11 @@ fn list_dir(root: &Path, a: ListArgs) -> Result<ListOut, ToolErr> {
         let (kind, size) = match ent.file_type() {
             Ok(ft) => {
                 let kind = kind_of(&ft);
-                let size = if kind == Kind::File { ent.metadata().map(|m| m.len()).unwrap_or(0) } else { 0 };
+                let size = if kind == Kind::File {
+                    ent.metadata().map(|m| m.len()).unwrap_or(0)
+                } else {
+                    0
+                };
                 (kind, size)
             }
             Err(_) => (Kind::Other, 0),
@@ -287,8 +326,15 @@ fn list_dir(root: &Path, a: ListArgs) -> Result<ListOut, ToolErr> {
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     let truncated = entries.len() > MAX_DIR_ENTRIES;
     entries.truncate(MAX_DIR_ENTRIES);
-    let entries = entries.into_iter().map(|(name, kind, size)| Entry { name, kind, size }).collect();
-    Ok(ListOut { path: rel, entries, truncated })
+    let entries = entries
+        .into_iter()
+        .map(|(name, kind, size)| Entry { name, kind, size })
+        .collect();
+    Ok(ListOut {
+        path: rel,
+        entries,
+        truncated,
+    })
 }
 
 // ------------------------------------------------------------------- search
@@ -343,8 +389,15 @@ pub struct Matcher {
 
 impl Matcher {
     pub fn new(pattern: &str, case_sensitive: bool) -> Self {
-        let pattern = if case_sensitive { pattern.to_string() } else { pattern.to_lowercase() };
-        Matcher { pattern, case_sensitive }
+        let pattern = if case_sensitive {
+            pattern.to_string()
+        } else {
+            pattern.to_lowercase()
+        };
+        Matcher {
+            pattern,
+            case_sensitive,
+        }
     }
 
     pub fn is_match(&self, line: &str) -> bool {
@@ -365,7 +418,11 @@ impl Matcher {
                 if out.len() >= max {
                     return false;
                 }
-                out.push(Match { path: path.to_string(), line: i as u64 + 1, text: cap_chars(line, MAX_MATCH_CHARS) });
+                out.push(Match {
+                    path: path.to_string(),
+                    line: i as u64 + 1,
+                    text: cap_chars(line, MAX_MATCH_CHARS),
+                });
             }
         }
         true
@@ -398,7 +455,9 @@ impl Search<'_> {
         if size > MAX_FILE_BYTES {
             return;
         }
-        let Ok(data) = fs::read(resolve(self.root, rel)) else { return };
+        let Ok(data) = fs::read(resolve(self.root, rel)) else {
+            return;
+        };
         if data.len() as u64 > MAX_FILE_BYTES || is_binary(&data) {
             return;
         }
@@ -413,7 +472,9 @@ impl Search<'_> {
         if depth > MAX_SEARCH_DEPTH {
             return;
         }
-        let Ok(rd) = fs::read_dir(resolve(self.root, rel)) else { return };
+        let Ok(rd) = fs::read_dir(resolve(self.root, rel)) else {
+            return;
+        };
         let mut ents: Vec<(String, fs::FileType)> = rd
             .filter_map(|e| e.ok())
             .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.file_type().ok()?)))
@@ -460,7 +521,11 @@ fn search(root: &Path, a: SearchArgs) -> Result<SearchOut, ToolErr> {
     } else {
         s.file(&rel, meta.len());
     }
-    Ok(SearchOut { matches: s.matches, files_scanned: s.files_scanned, truncated: s.truncated })
+    Ok(SearchOut {
+        matches: s.matches,
+        files_scanned: s.files_scanned,
+        truncated: s.truncated,
+    })
 }
 
 #[cfg(test)]
