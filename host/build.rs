@@ -9,7 +9,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Build outputs and caches that must never be embedded.
-const SKIP: &[&str] = &["target", "node_modules", ".cache", "__pycache__", ".venv"];
+const SKIP: &[&str] = &[
+    "target",
+    "node_modules",
+    ".cache",
+    ".toolchain",
+    "__pycache__",
+    ".venv",
+];
 
 fn main() {
     let host = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
