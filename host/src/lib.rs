@@ -7,16 +7,21 @@
 //! world and calls), [`catalog`] (validated tool set), [`registry`] (live
 //! set + reloads), [`server`] (rmcp handler).
 
+pub mod audit;
 pub mod cache;
 pub mod catalog;
 pub mod disk_budget;
 pub mod disk_guard;
+pub mod grants;
 pub mod limits;
 pub mod logpipe;
+pub mod pinning;
 pub mod plugin;
 pub mod registry;
 pub mod sandbox;
 pub mod server;
+pub mod signing;
+pub mod trust;
 pub mod wire_limits;
 
 pub use limits::Limits;

@@ -127,8 +127,10 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, McpError> {
         let catalog = self.registry.catalog();
         let name = request.name.to_string();
+        let call_id = crate::audit::call_id(request.meta.as_ref(), &context.meta);
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let Some(outcome) = self.registry.call(&catalog, &name, args).await else {
+        let called = self.registry.call_with_id(&catalog, &name, args, call_id);
+        let Some(outcome) = called.await else {
             return Err(McpError::invalid_params(
                 format!("Unknown tool: {name}"),
                 Some(json!({"name": name})),
