@@ -73,7 +73,9 @@ fn call_params(remote: &str, args: &Map<String, Value>) -> CallToolRequestParams
     if let Ok(id) = TRACE_CALL_ID.try_with(Clone::clone) {
         let mut meta = Map::new();
         meta.insert("wasm-mcp/callId".into(), Value::String(id));
-        params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(meta)));
+        params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+            meta,
+        )));
     }
     params
 }
