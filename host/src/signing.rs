@@ -132,11 +132,12 @@ mod tests {
         let sig = std::fs::read_to_string(sig_path).unwrap();
         let a = TrustedKey::load(d.join("a.pub").to_str().unwrap()).unwrap();
         let b = TrustedKey::load(d.join("b.pub").to_str().unwrap()).unwrap();
-        assert!(verify("p", b"plugin bytes", Some(&sig), &[a.clone()]).is_ok());
-        assert!(verify("p", b"plugin bytez", Some(&sig), &[a.clone()]).is_err());
-        assert!(verify("p", b"plugin bytes", Some(&sig), &[b.clone()]).is_err());
+        let (only_a, only_b) = (vec![a.clone()], vec![b.clone()]);
+        assert!(verify("p", b"plugin bytes", Some(&sig), &only_a).is_ok());
+        assert!(verify("p", b"plugin bytez", Some(&sig), &only_a).is_err());
+        assert!(verify("p", b"plugin bytes", Some(&sig), &only_b).is_err());
         assert!(verify("p", b"plugin bytes", Some(&sig), &[b, a.clone()]).is_ok());
-        assert!(verify("p", b"plugin bytes", None, &[a.clone()]).is_err());
+        assert!(verify("p", b"plugin bytes", None, &only_a).is_err());
         assert!(verify("p", b"plugin bytes", Some("garbage"), &[a]).is_err());
     }
 }
