@@ -644,3 +644,31 @@ async fn the_harness_trace_and_the_audit_log_name_the_same_calls() {
     assert!(!sent.is_empty(), "{trace}");
     assert_eq!(sent, audited, "{trace}");
 }
+
+#[test]
+fn a_grant_s_concurrency_share_bounds_its_calls_in_flight() {
+    let wt = tempfile::tempdir().unwrap();
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        cfg_dir.path(),
+        "[plugins.hostile]\nmax_concurrency = 1\ntimeout_ms = 3000\n",
+    );
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let (mut srv, _) = Server::start(wt.path(), plugins.path(), &["--config", s(&cfg)]);
+    // The first spin holds the plugin's only slot for its 3 s; the second
+    // waits half its deadline for it, then is `busy` without running.
+    for id in [9001, 9002] {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": "spin", "arguments": {}}});
+        srv.send_raw(&msg.to_string());
+    }
+    let wait = Duration::from_secs(20);
+    let second = srv.wait_response(9002, wait).expect("second call answered");
+    assert_eq!(error_kind(&second["result"]), "busy", "{second}");
+    assert!(
+        text_of(&second["result"]).contains("maximum of 1 calls"),
+        "{second}"
+    );
+    let first = srv.wait_response(9001, wait).expect("first call answered");
+    assert_eq!(error_kind(&first["result"]), "timeout", "{first}");
+}
