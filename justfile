@@ -14,6 +14,13 @@ build: plugins
 run-task task="tasks/sample.toml" *args="": build
     cargo run -q -p wasm-mcp-harness --bin wasm-agent -- run-task --policy policy/default.toml --task {{task}} {{args}}
 
+# Formatting and lints, both workspaces (CI runs this first).
+lint:
+    cargo fmt --all --check
+    cargo fmt --manifest-path plugins/Cargo.toml --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --manifest-path plugins/Cargo.toml --all-targets -- -D warnings
+
 # The whole test suite (what CI runs). Third-party MCP servers for the harness
 # tests first: .venv with the Python MCP SDK, server-filesystem via npm.
 test: plugins

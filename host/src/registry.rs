@@ -14,6 +14,8 @@ use tokio::task::JoinSet;
 
 use crate::audit::AuditLog;
 use crate::cache::ComponentCache;
+use wasm_mcp_protocol::ErrorKind;
+
 use crate::catalog::Catalog;
 use crate::grants::Grants;
 use crate::limits::{before, LOAD_SLOTS};
@@ -47,13 +49,22 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// `ok` or the error kind, and the error's message.
-    pub fn kind_and_message(&self) -> (&'static str, Option<String>) {
+    /// The error kind, `None` for a successful call.
+    pub fn kind(&self) -> Option<ErrorKind> {
         match self {
-            Outcome::Ok { .. } => ("ok", None),
-            Outcome::InvalidArguments(m) => ("invalid_arguments", Some(m.clone())),
-            Outcome::Failed(e) => (e.kind(), Some(e.to_string())),
-            Outcome::ContractViolation(m) => ("contract_violation", Some(m.clone())),
+            Outcome::Ok { .. } => None,
+            Outcome::InvalidArguments(_) => Some(ErrorKind::InvalidArguments),
+            Outcome::Failed(e) => Some(e.kind()),
+            Outcome::ContractViolation(_) => Some(ErrorKind::ContractViolation),
+        }
+    }
+
+    /// The error's own message, `None` for a successful call.
+    pub fn error_message(&self) -> Option<String> {
+        match self {
+            Outcome::Ok { .. } => None,
+            Outcome::InvalidArguments(m) | Outcome::ContractViolation(m) => Some(m.clone()),
+            Outcome::Failed(e) => Some(e.to_string()),
         }
     }
 }
@@ -304,11 +315,8 @@ impl Registry {
         let validation = wasm_mcp_protocol::Validation::shared();
         // Validation hands the same value back: `args_text` is what runs.
         if let Err(e) = validation.validate(&tool.input, args).await {
-            audit.finish(
-                "invalid_arguments",
-                Some(e.to_string()),
-                CallStats::default(),
-            );
+            let kind = ErrorKind::InvalidArguments.as_str();
+            audit.finish(kind, Some(e.to_string()), CallStats::default());
             return Some(Outcome::InvalidArguments(e.to_string()));
         }
         let started = Instant::now();
@@ -330,7 +338,7 @@ impl Registry {
         let elapsed_us = started.elapsed().as_micros() as u64;
         let outcome = match result {
             Err(e) => {
-                tracing::info!(tool = name, kind = e.kind(), elapsed_us, "call failed: {e}");
+                tracing::info!(tool = name, kind = %e.kind(), elapsed_us, "call failed: {e}");
                 Outcome::Failed(e)
             }
             Ok(text) => match validation.check_result(&text, tool.output.as_ref()).await {
@@ -338,8 +346,8 @@ impl Registry {
                 Err(e) => Outcome::ContractViolation(e),
             },
         };
-        let (kind, error) = outcome.kind_and_message();
-        audit.finish(kind, error, stats);
+        let kind = outcome.kind().map_or("ok", ErrorKind::as_str);
+        audit.finish(kind, outcome.error_message(), stats);
         tracing::debug!(tool = name, elapsed_us, "call done");
         Some(outcome)
     }

@@ -12,7 +12,8 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 
-use crate::catalog::{decode_cursor, encode_cursor};
+use wasm_mcp_protocol::{decode_cursor, encode_cursor, ErrorKind};
+
 use crate::registry::{Outcome, Registry};
 use crate::wire_limits::{error_result, fit_response, DEFAULT_MAX_RESPONSE_BYTES};
 
@@ -142,19 +143,24 @@ impl ServerHandler for McpServer {
                 r.content = vec![ContentBlock::text(text)];
                 r
             }
-            Outcome::InvalidArguments(m) => error_result(
-                format!("invalid arguments for {name}: {m}"),
-                "invalid_arguments",
-            ),
-            Outcome::Failed(e) => error_result(e.to_string(), e.kind()),
-            Outcome::ContractViolation(m) => {
-                tracing::warn!(tool = %name, "contract violation: {m}");
-                error_result(
-                    format!("tool {name} broke its contract: {m}"),
-                    "contract_violation",
-                )
+            failed => {
+                let kind = failed.kind().unwrap_or(ErrorKind::HostError);
+                error_result(error_text(&name, &failed), kind)
             }
         };
         Ok(fit_response(result, &context.id, &name, self.max_response_bytes).into())
+    }
+}
+
+/// The message an error result shows, naming the tool where the kind needs it.
+fn error_text(name: &str, outcome: &Outcome) -> String {
+    let message = outcome.error_message().unwrap_or_default();
+    match outcome.kind() {
+        Some(ErrorKind::InvalidArguments) => format!("invalid arguments for {name}: {message}"),
+        Some(ErrorKind::ContractViolation) => {
+            tracing::warn!(tool = %name, "contract violation: {message}");
+            format!("tool {name} broke its contract: {message}")
+        }
+        _ => message,
     }
 }

@@ -51,39 +51,17 @@ pub fn plugin_dir(files: &[&str]) -> tempfile::TempDir {
 }
 
 /// Run git in `repo`; panics with git's stderr on failure.
-pub fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+#[allow(unused_imports)] // not every suite uses it
+pub use wasm_mcp_harness_testing::git;
 
 /// A fresh git repo with one commit (Cargo.toml, README.md).
 pub fn sample_repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path();
-    git(repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("Cargo.toml"), "[workspace]\nmembers = [\"a\"]\n").unwrap();
-    std::fs::write(repo.join("README.md"), "# sample\nA workspace for tests.\n").unwrap();
-    git(repo, &["add", "."]);
-    git(
-        repo,
+    wasm_mcp_harness_testing::init_repo(
+        dir.path(),
         &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
+            ("Cargo.toml", "[workspace]\nmembers = [\"a\"]\n"),
+            ("README.md", "# sample\nA workspace for tests.\n"),
         ],
     );
     dir

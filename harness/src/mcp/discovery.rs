@@ -4,13 +4,16 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ClientRequest, ListToolsRequest, PaginatedRequestParams};
+use rmcp::model::{ClientRequest, ListToolsRequest, ListToolsResult, PaginatedRequestParams};
 use serde::Deserialize;
 use serde_json::Value;
+use wasm_mcp_protocol::MissingType;
 
 use crate::mcp::connection::ConnectionHandle;
 use crate::run::policy::ServerPolicy;
 use crate::tools::faults::CallFault;
+use crate::tools::naming::{local_name, Binding};
+use crate::tools::tool::Tool;
 use wasm_mcp_protocol::{CheckedSchema, SchemaLimits};
 
 pub const MAX_PAGES: usize = 100;
@@ -46,10 +49,11 @@ pub enum DiscoveryError {
     MissingAllowedTools(Vec<String>),
 }
 
-/// A tool exactly as listed by the server (fields kept as raw JSON).
+/// A `tools/list` entry as the server sent it, read leniently (schemas kept as
+/// raw JSON) so a broken entry is reported by name, or skipped when not exposed.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RawTool {
+pub struct ListedTool {
     pub name: String,
     #[serde(default)]
     pub title: Option<String>,
@@ -63,34 +67,26 @@ pub struct RawTool {
     pub annotations: Option<Value>,
 }
 
-/// A tool that passed discovery: exposed by policy, schemas compiled.
-#[derive(Clone)]
-pub struct DiscoveredTool {
-    pub server_id: String,
-    pub name: String,
-    pub description: String,
-    pub input_schema: Value,
-    pub output_schema: Option<Value>,
-    pub input_validator: Arc<CheckedSchema>,
-    pub output_validator: Option<Arc<CheckedSchema>>,
-    /// Hints only; never used for permission decisions.
-    pub annotations: Option<Value>,
-}
-
-impl std::fmt::Debug for DiscoveredTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiscoveredTool")
-            .field("server_id", &self.server_id)
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
+/// Split one `tools/list` result into rmcp's typed [`ListToolsResult`]
+/// (without its tools) and the raw tool entries, read one by one so a broken
+/// entry is reported with its own error (and an unexposed one can be skipped).
+fn split_page(v: Value) -> Result<(ListToolsResult, Vec<Value>), DiscoveryError> {
+    let Value::Object(mut obj) = v else {
+        return Err(DiscoveryError::Malformed("result is not an object".into()));
+    };
+    let Some(Value::Array(entries)) = obj.insert("tools".into(), Value::Array(Vec::new())) else {
+        return Err(DiscoveryError::Malformed("missing `tools` array".into()));
+    };
+    let page = serde_json::from_value(Value::Object(obj))
+        .map_err(|e| DiscoveryError::Malformed(e.to_string()))?;
+    Ok((page, entries))
 }
 
 /// Fetch every page of `tools/list`.
 pub async fn list_all(
     conn: &ConnectionHandle,
     timeout: Duration,
-) -> Result<Vec<RawTool>, DiscoveryError> {
+) -> Result<Vec<ListedTool>, DiscoveryError> {
     let mut tools = Vec::new();
     let mut seen_cursors = HashSet::new();
     let mut cursor: Option<String> = None;
@@ -105,47 +101,27 @@ pub async fn list_all(
             Some(p) => ListToolsRequest::with_param(p),
             None => ListToolsRequest::default(),
         });
-        let result = conn.request(req, timeout).await?;
-        let obj = result
-            .as_object()
-            .ok_or_else(|| DiscoveryError::Malformed("result is not an object".into()))?;
-        let page_tools = obj
-            .get("tools")
-            .and_then(Value::as_array)
-            .ok_or_else(|| DiscoveryError::Malformed("missing `tools` array".into()))?;
-        for t in page_tools {
+        let (page, entries) = split_page(conn.request(req, timeout).await?)?;
+        for t in entries {
             if tools.len() >= MAX_TOOLS {
                 return Err(DiscoveryError::TooManyTools);
             }
-            let raw: RawTool = serde_json::from_value(t.clone())
+            let raw: ListedTool = serde_json::from_value(t)
                 .map_err(|e| DiscoveryError::Malformed(format!("tool entry: {e}")))?;
             tools.push(raw);
         }
-        match obj.get("nextCursor") {
-            None | Some(Value::Null) => break,
-            Some(Value::String(c)) => {
-                if !seen_cursors.insert(c.clone()) {
-                    return Err(DiscoveryError::RepeatedCursor(c.clone()));
-                }
-                cursor = Some(c.clone());
-            }
-            Some(other) => {
-                return Err(DiscoveryError::Malformed(format!("nextCursor: {other}")));
-            }
+        let Some(c) = page.next_cursor else { break };
+        if !seen_cursors.insert(c.clone()) {
+            return Err(DiscoveryError::RepeatedCursor(c));
         }
+        cursor = Some(c);
     }
     Ok(tools)
 }
 
+/// The client accepts an object schema without `"type"` (the server does not).
 fn is_object_schema(v: &Value) -> bool {
-    match v.as_object() {
-        Some(o) => match o.get("type") {
-            None => true,
-            Some(Value::String(t)) => t == "object",
-            Some(_) => false,
-        },
-        None => false,
-    }
+    wasm_mcp_protocol::is_object_schema(v, MissingType::Allow)
 }
 
 /// Apply policy and checks to a raw listing.
@@ -153,10 +129,7 @@ fn is_object_schema(v: &Value) -> bool {
 /// Duplicates and limits are checked over the whole listing; schema checks only
 /// for tools the policy exposes (a broken tool that is never exposed does not
 /// break the task).
-pub fn select(
-    policy: &ServerPolicy,
-    raw: Vec<RawTool>,
-) -> Result<Vec<DiscoveredTool>, DiscoveryError> {
+pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Vec<Tool>, DiscoveryError> {
     let mut names = HashSet::new();
     for t in &raw {
         if !names.insert(t.name.clone()) {
@@ -194,13 +167,16 @@ pub fn select(
                 .or(t.title.as_deref())
                 .unwrap_or(""),
         );
-        out.push(DiscoveredTool {
-            server_id: policy.id.clone(),
-            name: t.name,
+        out.push(Tool {
+            local_name: local_name(&policy.id, &t.name),
+            binding: Some(Binding {
+                server_id: policy.id.clone(),
+                remote_name: t.name,
+            }),
             description,
             input_schema: t.input_schema,
             output_schema: t.output_schema.filter(|v| !v.is_null()),
-            input_validator,
+            input_validator: Some(input_validator),
             output_validator,
             annotations: t.annotations,
         });
@@ -229,7 +205,7 @@ fn compile_schema(
 pub async fn discover(
     conn: &ConnectionHandle,
     policy: &ServerPolicy,
-) -> Result<Vec<DiscoveredTool>, DiscoveryError> {
+) -> Result<Vec<Tool>, DiscoveryError> {
     let raw = list_all(conn, policy.request_timeout()).await?;
     select(policy, raw)
 }
@@ -247,7 +223,7 @@ mod tests {
         Policy::from_toml(&toml).unwrap().servers.remove(0)
     }
 
-    fn raw(name: &str, schema: Value) -> RawTool {
+    fn raw(name: &str, schema: Value) -> ListedTool {
         serde_json::from_value(json!({"name": name, "description": "d", "inputSchema": schema}))
             .unwrap()
     }
@@ -264,10 +240,11 @@ mod tests {
             vec![raw("a", obj()), raw("b", obj()), raw("secret", obj())],
         )
         .unwrap();
-        let names: Vec<_> = got.iter().map(|t| t.name.as_str()).collect();
+        let names: Vec<_> = got.iter().filter_map(|t| t.remote_name()).collect();
         assert_eq!(names, ["a"], "b unlisted, secret denied");
-        assert!(got[0].input_validator.is_valid(&json!({"path": "x"})));
-        assert!(!got[0].input_validator.is_valid(&json!({"path": 3})));
+        let input = got[0].input_validator.as_ref().unwrap();
+        assert!(input.is_valid(&json!({"path": "x"})));
+        assert!(!input.is_valid(&json!({"path": 3})));
     }
 
     #[test]

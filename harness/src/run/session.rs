@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::mcp::adapter::{specs_from_catalog, ArtifactStore};
+use crate::mcp::adapter::{tools_from_catalog, ArtifactStore};
 use crate::mcp::connection::{ConnState, ConnectError, Connection, ConnectionHandle, Connector};
-use crate::mcp::discovery::{discover, DiscoveredTool, DiscoveryError};
+use crate::mcp::discovery::{discover, DiscoveryError};
 use crate::run::policy::Policy;
 use crate::run::trace::Trace;
 use crate::tools::catalog::{Catalog, CatalogSnapshot};
 use crate::tools::naming::NameCollision;
 use crate::tools::registry::ToolRegistry;
+use crate::tools::tool::Tool;
 
 pub const MAX_RECONNECTS: u32 = 3;
 const INIT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -122,7 +123,7 @@ impl ToolSession {
         Ok(s)
     }
 
-    async fn discover_all(&self) -> Result<Vec<DiscoveredTool>, SessionError> {
+    async fn discover_all(&self) -> Result<Vec<Tool>, SessionError> {
         let mut tools = Vec::new();
         for slot in &self.slots {
             let sp = self.policy.server(&slot.id).expect("slot from policy");
@@ -151,7 +152,7 @@ impl ToolSession {
             .iter()
             .map(|s| (s.id.clone(), s.conn.clone()))
             .collect();
-        let specs = specs_from_catalog(
+        let specs = tools_from_catalog(
             &self.catalog.snapshot(),
             &conns,
             &self.policy,
@@ -167,7 +168,7 @@ impl ToolSession {
 
     /// Between rounds: reconnect lost servers, refresh a dirty catalog.
     pub async fn safe_point(&mut self) -> Result<(), SessionError> {
-        let mut dirty = self.catalog.is_dirty();
+        let mut dirty = false;
         for i in 0..self.slots.len() {
             let state = self.slots[i].conn.state();
             let lost = !self.slots[i].conn.is_alive();
@@ -201,7 +202,6 @@ impl ToolSession {
             }
         }
         if dirty {
-            self.catalog.mark_dirty();
             self.rebuild().await?;
         }
         Ok(())
@@ -213,10 +213,6 @@ impl ToolSession {
 
     pub fn registry(&self) -> &ToolRegistry {
         &self.registry
-    }
-
-    pub fn registry_mut(&mut self) -> &mut ToolRegistry {
-        &mut self.registry
     }
 
     pub fn connection(&self, server: &str) -> Option<&ConnectionHandle> {
