@@ -235,7 +235,8 @@ fn a_read_only_worktree_refuses_writes_as_before_not_as_quota() {
     ] {
         let r = s.call(tool, args);
         assert!(is_error(&r), "{tool}: {r}");
-        assert_eq!(error_kind(&r), "tool_error", "{tool}: {r}");
+        // A write through a read-only mount is the host's refusal (#12).
+        assert_eq!(error_kind(&r), "permission_denied", "{tool}: {r}");
     }
     assert_eq!(usage(wt.path()).entries, 1);
 }

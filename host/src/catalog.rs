@@ -13,6 +13,7 @@ use wasm_mcp_protocol::{
     SchemaError, SchemaLimits,
 };
 
+use crate::grants::Filesystem;
 use crate::plugin::{Plugin, RawTool};
 
 /// Tools one plugin may publish; the ones declared after are refused.
@@ -29,6 +30,9 @@ pub struct CatalogTool {
     pub plugin: Arc<Plugin>,
     pub input: Arc<CheckedSchema>,
     pub output: Option<Arc<CheckedSchema>>,
+    /// The filesystem its calls get: the plugin's grant, lowered to
+    /// read-only when the tool claims to be read-only.
+    pub filesystem: Filesystem,
     /// Bytes of the tool's definition in a `tools/list` result.
     pub wire_bytes: usize,
 }
@@ -83,14 +87,12 @@ fn build_tool(raw: &RawTool, plugin: &Arc<Plugin>) -> Result<CatalogTool> {
         None => (None, None),
     };
     let description = cap_description(&raw.description);
-    let mut annotations = ToolAnnotations::new()
-        .read_only(raw.read_only)
-        .destructive(raw.destructive)
-        .idempotent(raw.idempotent)
-        .open_world(raw.open_world);
+    let filesystem = plugin.grant.filesystem_for(raw.read_only);
+    let mut annotations = annotations_for(filesystem);
     annotations.title = raw.title.clone();
     let mut tool = Tool::new(raw.name.clone(), description, Arc::new(input_schema))
         .with_annotations(annotations);
+    tool.meta = Some(provenance(plugin));
     if let Some(t) = &raw.title {
         tool = tool.with_title(t.clone());
     }
@@ -103,8 +105,34 @@ fn build_tool(raw: &RawTool, plugin: &Arc<Plugin>) -> Result<CatalogTool> {
         plugin: plugin.clone(),
         input,
         output,
+        filesystem,
         wire_bytes,
     })
+}
+
+/// The hints a client sees, from the rights the tool's calls really get,
+/// never from the plugin's claims: without write access it is read-only
+/// (so not destructive, and repeating it changes nothing); with write
+/// access it may destroy and is not known to be idempotent, whatever the
+/// plugin says; no tool has a network, so none is open-world.
+pub fn annotations_for(filesystem: Filesystem) -> ToolAnnotations {
+    let writes = filesystem.can_write();
+    ToolAnnotations::new()
+        .read_only(!writes)
+        .destructive(writes)
+        .idempotent(!writes)
+        .open_world(false)
+}
+
+/// `_meta` of a published tool: which plugin (name, sha256) provides it.
+fn provenance(plugin: &Plugin) -> rmcp::model::MetaObject {
+    let mut meta = Map::new();
+    meta.insert("wasm-mcp/plugin".into(), Value::String(plugin.name.clone()));
+    meta.insert(
+        "wasm-mcp/digest".into(),
+        Value::String(plugin.digest.clone()),
+    );
+    rmcp::model::MetaObject(meta)
 }
 
 /// The tools of one plugin that fit [`MAX_TOOLS_PER_PLUGIN`] (declaration
@@ -150,6 +178,9 @@ impl Catalog {
                     if !allow.iter().any(|a| a == &raw.name) {
                         continue;
                     }
+                }
+                if !plugin.grant.allows_tool(&raw.name) {
+                    continue;
                 }
                 if tools.contains_key(&raw.name) {
                     rejections.push(reject("name already provided by an earlier plugin".into()));

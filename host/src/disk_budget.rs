@@ -2,7 +2,7 @@
 //! worktree. Pure accounting; [`crate::disk_guard`] charges it from the
 //! WASI filesystem functions.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Bounds on what tools may add to the worktree.
@@ -112,6 +112,8 @@ struct CallState {
     entries: AtomicU64,
     worktree: Arc<WorktreeUsage>,
     exceeded: OnceLock<Exceeded>,
+    /// The guest tried to change the worktree through a read-only grant.
+    denied: AtomicBool,
 }
 
 /// Adds `n` to `counter` unless that passes `cap`.
@@ -131,7 +133,26 @@ impl CallBudget {
             entries: AtomicU64::new(0),
             worktree,
             exceeded: OnceLock::new(),
+            denied: AtomicBool::new(false),
         }))
+    }
+
+    /// Bytes and entries this call has added so far (what it was charged).
+    pub fn written(&self) -> Cost {
+        Cost {
+            bytes: self.0.bytes.load(Ordering::Relaxed),
+            entries: self.0.entries.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Remembers that the guest tried to write where its grant is read-only.
+    pub fn deny(&self) {
+        self.0.denied.store(true, Ordering::Relaxed);
+    }
+
+    /// Did the guest try to write where its grant is read-only?
+    pub fn denied(&self) -> bool {
+        self.0.denied.load(Ordering::Relaxed)
     }
 
     pub fn limits(&self) -> &DiskLimits {

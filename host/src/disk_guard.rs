@@ -101,6 +101,19 @@ impl GuardedFs<'_> {
         })
     }
 
+    /// Notes (for the call's outcome) a change attempted through `fd` when
+    /// it is read-only; wasmtime-wasi then refuses it with `not-permitted`.
+    fn note_if_read_only(&self, fd: &Resource<Descriptor>) -> FsResult<()> {
+        let read_only = match self.fs.table.get(fd)? {
+            Descriptor::File(f) => f.perms.write_not_permitted(),
+            Descriptor::Dir(d) => d.perms.write_not_permitted(),
+        };
+        if read_only {
+            self.budget.deny();
+        }
+        Ok(())
+    }
+
     /// Whether `path` names nothing yet (so creating it adds an entry).
     async fn is_absent(
         &mut self,
@@ -174,6 +187,7 @@ impl HostDescriptor for GuardedFs<'_> {
         offset: types::Filesize,
     ) -> FsResult<types::Filesize> {
         let Some(file) = self.os_file(&fd)? else {
+            self.note_if_read_only(&fd)?;
             return self.fs.write(fd, buf, offset).await;
         };
         let charge = admit_write(self.budget, file_len(&file), offset, buf.len() as u64)?;
@@ -186,6 +200,7 @@ impl HostDescriptor for GuardedFs<'_> {
         size: types::Filesize,
     ) -> FsResult<()> {
         let Some(file) = self.os_file(&fd)? else {
+            self.note_if_read_only(&fd)?;
             return self.fs.set_size(fd, size).await;
         };
         let old = file_len(&file);
@@ -200,6 +215,7 @@ impl HostDescriptor for GuardedFs<'_> {
         offset: types::Filesize,
     ) -> FsResult<Resource<DynOutputStream>> {
         let file = self.os_file(&fd)?;
+        self.note_if_read_only(&fd)?;
         let stream = self.fs.write_via_stream(fd, offset)?;
         match file {
             Some(file) => self.meter(stream, file, Some(offset)),
@@ -212,6 +228,7 @@ impl HostDescriptor for GuardedFs<'_> {
         fd: Resource<types::Descriptor>,
     ) -> FsResult<Resource<DynOutputStream>> {
         let file = self.os_file(&fd)?;
+        self.note_if_read_only(&fd)?;
         let stream = self.fs.append_via_stream(fd)?;
         match file {
             Some(file) => self.meter(stream, file, None),
@@ -227,6 +244,12 @@ impl HostDescriptor for GuardedFs<'_> {
         oflags: types::OpenFlags,
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<types::Descriptor>> {
+        let mutates = oflags.contains(types::OpenFlags::CREATE)
+            || oflags.contains(types::OpenFlags::TRUNCATE)
+            || flags.contains(types::DescriptorFlags::WRITE);
+        if mutates {
+            self.note_if_read_only(&fd)?;
+        }
         let creates = oflags.contains(types::OpenFlags::CREATE)
             && self.writable_dir(&fd)?
             && (oflags.contains(types::OpenFlags::EXCLUSIVE)
@@ -240,6 +263,7 @@ impl HostDescriptor for GuardedFs<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
+        self.note_if_read_only(&fd)?;
         let writable = self.writable_dir(&fd)?;
         let op = self.fs.create_directory_at(fd, path);
         Self::charged(self.budget, writable, Cost::entry(), op).await
@@ -251,6 +275,7 @@ impl HostDescriptor for GuardedFs<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
+        self.note_if_read_only(&fd)?;
         let writable = self.writable_dir(&fd)?;
         // The link's target is stored on disk too (up to a page each).
         let cost = Cost {
@@ -269,6 +294,7 @@ impl HostDescriptor for GuardedFs<'_> {
         new_descriptor: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        self.note_if_read_only(&new_descriptor)?;
         let writable = self.writable_dir(&new_descriptor)?;
         let op = self
             .fs
@@ -276,7 +302,8 @@ impl HostDescriptor for GuardedFs<'_> {
         Self::charged(self.budget, writable, Cost::entry(), op).await
     }
 
-    // Everything below adds nothing to the disk: passed through.
+    // Everything below adds nothing to the disk: passed through (changes
+    // through a read-only descriptor are noted as denied).
 
     async fn advise(
         &mut self,
@@ -312,6 +339,7 @@ impl HostDescriptor for GuardedFs<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
+        self.note_if_read_only(&fd)?;
         self.fs.set_times(fd, atim, mtim).await
     }
 
@@ -356,6 +384,7 @@ impl HostDescriptor for GuardedFs<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
+        self.note_if_read_only(&fd)?;
         self.fs.set_times_at(fd, path_flags, path, atim, mtim).await
     }
 
@@ -376,6 +405,7 @@ impl HostDescriptor for GuardedFs<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
+        self.note_if_read_only(&fd)?;
         self.fs.remove_directory_at(fd, path).await
     }
 
@@ -386,6 +416,8 @@ impl HostDescriptor for GuardedFs<'_> {
         new_fd: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        self.note_if_read_only(&fd)?;
+        self.note_if_read_only(&new_fd)?;
         self.fs.rename_at(fd, old_path, new_fd, new_path).await
     }
 
@@ -394,6 +426,7 @@ impl HostDescriptor for GuardedFs<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
+        self.note_if_read_only(&fd)?;
         self.fs.unlink_file_at(fd, path).await
     }
 

@@ -11,6 +11,7 @@ use wasmtime::Engine;
 
 use crate::cache::ComponentCache;
 use crate::catalog::{Catalog, Rejection};
+use crate::trust::{Admitted, TrustPolicy};
 use crate::plugin::{Compiled, LoadError, Plugin};
 use crate::sandbox::{Sandbox, StoreState};
 
@@ -94,13 +95,20 @@ pub async fn inspect(sandbox: &Sandbox, cache: &ComponentCache, path: &Path) -> 
         None
     };
     if report.cannot_run.is_none() {
-        list_tools(sandbox, compiled, &mut report).await;
+        let grants = crate::grants::Grants::server_only(sandbox.limits(), sandbox.max_filesystem());
+        let admitted = TrustPolicy::open(grants).admit(path, &bytes, &compiled.digest)?;
+        list_tools(sandbox, compiled, admitted, &mut report).await;
     }
     Ok(report)
 }
 
-async fn list_tools(sandbox: &Sandbox, compiled: Compiled, report: &mut Report) {
-    let plugin = match Plugin::from_compiled(sandbox, compiled).await {
+async fn list_tools(
+    sandbox: &Sandbox,
+    compiled: Compiled,
+    admitted: Admitted,
+    report: &mut Report,
+) {
+    let plugin = match Plugin::from_compiled(sandbox, compiled, admitted).await {
         Ok(p) => p,
         Err(e @ (LoadError::Refused(_) | LoadError::Busy(_))) => {
             report.cannot_run = Some(format!("{e:#}"));

@@ -8,22 +8,27 @@
 //! set + reloads), [`server`] (rmcp handler, with [`params`], [`cancel`],
 //! [`progress`] and [`subscriptions`]).
 
+pub mod audit;
 pub mod cache;
 pub mod cancel;
 pub mod catalog;
 pub mod disk_budget;
 pub mod disk_guard;
+pub mod grants;
 pub mod inspect;
 pub mod limits;
 pub mod logpipe;
 pub mod params;
+pub mod pinning;
 pub mod plugin;
 pub mod progress;
 pub mod registry;
 pub mod sandbox;
 pub mod scaffold;
 pub mod server;
+pub mod signing;
 pub mod subscriptions;
+pub mod trust;
 pub mod wire_limits;
 
 pub use limits::Limits;

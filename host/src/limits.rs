@@ -109,6 +109,8 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 pub struct StoreLimiter {
     budget: usize,
     used: usize,
+    /// The most `used` has been.
+    peak: usize,
     /// The last charge, refunded if wasmtime reports that growth failed.
     last: usize,
     exceeded: bool,
@@ -123,6 +125,7 @@ impl StoreLimiter {
         StoreLimiter {
             budget,
             used: 0,
+            peak: 0,
             last: 0,
             exceeded: false,
             per_component,
@@ -139,10 +142,16 @@ impl StoreLimiter {
         self.used
     }
 
+    /// The most memory and tables the store held at once.
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+
     fn charge(&mut self, bytes: usize) -> wasmtime::Result<bool> {
         match self.used.checked_add(bytes) {
             Some(total) if total <= self.budget => {
                 self.used = total;
+                self.peak = self.peak.max(total);
                 self.last = bytes;
                 Ok(true)
             }

@@ -7,11 +7,16 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
+use wasm_mcp_host::audit::AuditLog;
 use wasm_mcp_host::cache::ComponentCache;
 use wasm_mcp_host::disk_budget::DiskLimits;
-use wasm_mcp_host::registry::{Outcome, Registry};
+use wasm_mcp_host::grants::Grants;
+use wasm_mcp_host::pinning::{lock_path, PluginLock};
+use wasm_mcp_host::registry::{Outcome, Registry, Trust};
 use wasm_mcp_host::sandbox::{Clocks, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
+use wasm_mcp_host::signing::{self, TrustedKey};
+use wasm_mcp_host::trust::TrustPolicy;
 use wasm_mcp_host::wire_limits::DEFAULT_MAX_RESPONSE_BYTES;
 use wasm_mcp_host::Limits;
 
@@ -32,6 +37,31 @@ enum Cmd {
     Serve(ServeArgs),
     /// Load the plugins and print the published tools as JSON.
     Tools(CommonArgs),
+    /// Pin every plugin of the plugin dir in the lock file (sha256 each).
+    Lock {
+        /// Directory of plugin components (`*.wasm`).
+        #[arg(long)]
+        plugins: PathBuf,
+        /// Lock file [default: plugins.lock in the plugin dir].
+        #[arg(long)]
+        lock: Option<PathBuf>,
+    },
+    /// Write a new minisign key pair without a password (tests, automation).
+    Keygen {
+        #[arg(long)]
+        secret: PathBuf,
+        #[arg(long)]
+        public: PathBuf,
+    },
+    /// Sign plugins with a minisign secret key: writes `<plugin>.minisig`.
+    Sign {
+        /// Unencrypted minisign secret key file (see `keygen`).
+        #[arg(long)]
+        key: PathBuf,
+        /// Plugin files to sign.
+        #[arg(required = true)]
+        plugins: Vec<PathBuf>,
+    },
     /// Call one tool directly (no MCP) and print the outcome as JSON.
     Call {
         #[command(flatten)]
@@ -153,6 +183,8 @@ struct CommonArgs {
     /// server start, monotonic clock fixed at zero).
     #[arg(long, value_enum, default_value_t = ClockArg::Real)]
     clocks: ClockArg,
+    #[command(flatten)]
+    trust: TrustArgs,
 }
 
 #[derive(Args)]
@@ -219,7 +251,8 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
     } else {
         c.cache_dir.clone().or_else(default_cache_dir)
     });
-    Registry::open(sandbox, cache, &c.plugins, c.allow.clone()).await
+    let trust = trust(c, &sandbox)?;
+    Registry::open_trusted(sandbox, cache, &c.plugins, c.allow.clone(), trust).await
 }
 
 async fn inspect(plugin: &Path, json: bool, cache: ComponentCache) -> Result<()> {
@@ -241,6 +274,75 @@ async fn inspect(plugin: &Path, json: bool, cache: ComponentCache) -> Result<()>
         Some(why) => anyhow::bail!("{}: the host cannot run it: {why}", plugin.display()),
     }
 }
+
+// ---- Trust: pinning, signatures, grants, audit (README "Trust model") ----
+
+#[derive(Args, Clone, Default)]
+struct TrustArgs {
+    /// Load only plugins pinned in the lock file with their exact sha256.
+    #[arg(long)]
+    locked: bool,
+    /// Lock file [default: plugins.lock in the plugin dir].
+    #[arg(long)]
+    lock: Option<PathBuf>,
+    /// Load only plugins whose `<plugin>.minisig` verifies against this
+    /// minisign public key (a file or the base64 key); repeatable.
+    #[arg(long = "verify", value_name = "KEY")]
+    verify: Vec<String>,
+    /// Per-plugin grants (TOML); without it every plugin gets the server's rights.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Append one JSON line per tool call to this file.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+}
+
+/// The trust policy and audit log the command line asks for.
+fn trust(c: &CommonArgs, sandbox: &Sandbox) -> Result<Trust> {
+    let t = &c.trust;
+    let max_fs = sandbox.max_filesystem();
+    let grants = match &t.config {
+        Some(path) => Grants::from_file(path, sandbox.limits(), max_fs)?,
+        None => Grants::server_only(sandbox.limits(), max_fs),
+    };
+    let mut policy = TrustPolicy::open(grants);
+    if t.locked {
+        let path = lock_path(t.lock.as_deref(), &c.plugins);
+        policy.lock = Some(PluginLock::read(&path)?);
+    }
+    policy.keys = t
+        .verify
+        .iter()
+        .map(|k| TrustedKey::load(k))
+        .collect::<Result<_>>()?;
+    let audit = AuditLog::open(t.audit_log.as_deref())?;
+    Ok(Trust { policy, audit })
+}
+
+fn lock(plugins: &Path, lock: Option<&Path>) -> Result<()> {
+    let path = lock_path(lock, plugins);
+    let mut pins = if path.is_file() {
+        PluginLock::read(&path)?
+    } else {
+        PluginLock::default()
+    };
+    for name in pins.pin_dir(plugins)? {
+        eprintln!("pinned {name} {}", pins.plugins[&name].sha256);
+    }
+    pins.write(&path)?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn sign_all(key: &Path, plugins: &[PathBuf]) -> Result<()> {
+    for p in plugins {
+        let sig = signing::sign(p, key)?;
+        eprintln!("wrote {}", sig.display());
+    }
+    Ok(())
+}
+
+// ---- end of trust ----
 
 async fn serve(args: ServeArgs) -> Result<()> {
     let registry = open_registry(&args.common).await?;
@@ -309,6 +411,12 @@ async fn main() -> std::process::ExitCode {
             }
             .await
         }
+        Cmd::Lock {
+            plugins,
+            lock: file,
+        } => lock(&plugins, file.as_deref()),
+        Cmd::Keygen { secret, public } => signing::keygen(&secret, &public),
+        Cmd::Sign { key, plugins } => sign_all(&key, &plugins),
         Cmd::Call { common, tool, args } => {
             async {
                 let reg = open_registry(&common).await?;

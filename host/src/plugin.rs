@@ -15,8 +15,10 @@ use wasmtime::{PoolConcurrencyLimitError, Trap};
 
 use crate::cache::{sha256_hex, CacheOutcome, ComponentCache};
 use crate::disk_budget::Exceeded;
+use crate::grants::{Filesystem, Grant};
 use crate::limits::before;
 use crate::sandbox::{Sandbox, StoreState};
+use crate::trust::{Admitted, TrustPolicy};
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -65,6 +67,9 @@ pub enum CallError {
     Host(String),
     /// No slot for the call freed up before its deadline; nothing ran.
     Busy(Slot),
+    /// The tool tried to change the worktree where its grant is read-only
+    /// (its outcome is replaced by this, whatever it returned).
+    PermissionDenied { tool_said: Option<String> },
 }
 
 /// The capacity a call (or load) waited for.
@@ -126,6 +131,13 @@ impl std::fmt::Display for CallError {
                     None => Ok(()),
                 }
             }
+            CallError::PermissionDenied { tool_said } => {
+                f.write_str("permission denied: the tool tried to write to the worktree, and its grant is read-only")?;
+                match tool_said {
+                    Some(m) => write!(f, "; the tool reported: {m}"),
+                    None => Ok(()),
+                }
+            }
             CallError::Trap(m) => write!(f, "tool crashed (trap): {m}"),
             CallError::Host(m) => write!(f, "host error: {m}"),
             CallError::Busy(slot) => write!(
@@ -148,6 +160,7 @@ impl CallError {
             CallError::Trap(_) => ErrorKind::Trap,
             CallError::Host(_) => ErrorKind::HostError,
             CallError::Busy(_) => ErrorKind::Busy,
+            CallError::PermissionDenied { .. } => ErrorKind::PermissionDenied,
         }
     }
 }
@@ -156,7 +169,11 @@ impl CallError {
 /// instantiation, and the tools it declared.
 pub struct Plugin {
     pub path: PathBuf,
+    /// Its name: the file stem (what lock, grants and audit log call it).
+    pub name: String,
     pub digest: String,
+    /// What it may touch and spend.
+    pub grant: Arc<Grant>,
     pub cache: CacheOutcome,
     pre: ToolPluginPre<StoreState>,
     pub tools: Vec<RawTool>,
@@ -240,18 +257,43 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+/// What a call's store ended with, for the audit log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallStats {
+    pub bytes_written: u64,
+    pub files_created: u64,
+    pub peak_memory_bytes: usize,
+}
+
 impl Plugin {
     /// Compile (or load from cache), link and ask the plugin for its tools,
     /// within `--load-timeout-ms`. A file that is not a component, or a
     /// component that does not export the tool world, is refused with an
-    /// error naming the file.
+    /// error naming the file. Runs with the server's rights (no pinning,
+    /// no signature, no config).
     pub async fn load(
         sandbox: &Sandbox,
         cache: &ComponentCache,
         path: &Path,
     ) -> Result<Arc<Plugin>, LoadError> {
+        let policy = TrustPolicy::open(crate::grants::Grants::server_only(
+            sandbox.limits(),
+            sandbox.max_filesystem(),
+        ));
+        Self::load_trusted(sandbox, cache, &policy, path).await
+    }
+
+    /// [`Plugin::load`] under `policy`: the bytes read are checked against
+    /// the lock and the trusted keys before anything else, and the plugin
+    /// gets its grant.
+    pub async fn load_trusted(
+        sandbox: &Sandbox,
+        cache: &ComponentCache,
+        policy: &TrustPolicy,
+        path: &Path,
+    ) -> Result<Arc<Plugin>, LoadError> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        Self::from_bytes(sandbox, cache, path, &bytes).await
+        Self::from_bytes_trusted(sandbox, cache, policy, path, &bytes).await
     }
 
     pub async fn from_bytes(
@@ -260,22 +302,46 @@ impl Plugin {
         path: &Path,
         bytes: &[u8],
     ) -> Result<Arc<Plugin>, LoadError> {
-        let compiled = Compiled::new(sandbox, cache, path, bytes).await?;
-        Self::from_compiled(sandbox, compiled).await
+        let grants = crate::grants::Grants::server_only(sandbox.limits(), sandbox.max_filesystem());
+        Self::from_bytes_trusted(sandbox, cache, &TrustPolicy::open(grants), path, bytes).await
     }
 
-    /// Link a compiled component and ask it for its tools.
-    pub async fn from_compiled(sandbox: &Sandbox, c: Compiled) -> Result<Arc<Plugin>, LoadError> {
+    /// Admit the plugin by the trust policy (pinning, signature, grant),
+    /// then compile, link and ask it for its tools.
+    pub async fn from_bytes_trusted(
+        sandbox: &Sandbox,
+        cache: &ComponentCache,
+        policy: &TrustPolicy,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<Arc<Plugin>, LoadError> {
+        let digest = sha256_hex(bytes);
+        let admitted = policy
+            .admit(path, bytes, &digest)
+            .with_context(|| format!("{}: refused by the trust policy", path.display()))?;
+        let compiled = Compiled::new(sandbox, cache, path, bytes).await?;
+        Self::from_compiled(sandbox, compiled, admitted).await
+    }
+
+    /// Link a compiled component admitted with `admitted`'s name and grant,
+    /// and ask it for its tools.
+    pub async fn from_compiled(
+        sandbox: &Sandbox,
+        c: Compiled,
+        admitted: Admitted,
+    ) -> Result<Arc<Plugin>, LoadError> {
         let name = c.path.display().to_string();
         let pre =
             link(sandbox, &c.component).with_context(|| format!("{name}: cannot be linked"))?;
         let mut plugin = Plugin {
             path: c.path,
+            name: admitted.name,
             digest: c.digest,
+            share: Semaphore::new(admitted.grant.max_concurrency),
+            grant: admitted.grant,
             cache: c.cache,
             pre,
             tools: Vec::new(),
-            share: Semaphore::new(sandbox.limits().plugin_share()),
         };
         plugin.tools = match plugin.list_tools(sandbox).await {
             Ok(tools) => tools,
@@ -298,8 +364,11 @@ impl Plugin {
             inst.wasm_mcp_tool_tool().call_list_tools(&mut store).await
         };
         let result = until(deadline, run).await;
-        let budget = sandbox.limits().load_timeout;
-        let tools = result.map_err(|e| classify_trap(e, &store, sandbox, budget))?;
+        let grant = Grant {
+            timeout: sandbox.limits().load_timeout,
+            ..sandbox.server_grant()
+        };
+        let tools = result.map_err(|e| classify_trap(e, &store, &grant))?;
         Ok(tools
             .into_iter()
             .map(|t| RawTool {
@@ -322,12 +391,12 @@ impl Plugin {
         let deadline = Instant::now() + sandbox.limits().timeout;
         let mut store = fresh_store(sandbox, true, deadline)?;
         let result = until(deadline, self.pre.instantiate_async(&mut store)).await;
-        result.map_err(|e| classify_trap(e, &store, sandbox, sandbox.limits().timeout))?;
+        result.map_err(|e| classify_trap(e, &store, &sandbox.server_grant()))?;
         Ok(())
     }
 
-    /// Run one tool call in a fresh instance, with the full `--timeout-ms`.
-    /// Returns the JSON text result.
+    /// Run one tool call in a fresh instance, with the server's rights and
+    /// the full `--timeout-ms`. Returns the JSON text result.
     pub async fn call(
         &self,
         sandbox: &Sandbox,
@@ -335,21 +404,32 @@ impl Plugin {
         args_json: &str,
     ) -> Result<String, CallError> {
         let deadline = Instant::now() + sandbox.limits().timeout;
-        self.call_until(sandbox, tool, args_json, deadline).await
+        let grant = sandbox.server_grant();
+        let (result, _) = self
+            .call_until(sandbox, &grant, grant.filesystem, tool, args_json, deadline)
+            .await;
+        result
     }
 
-    /// Run one tool call in a fresh instance that ends by `deadline`,
-    /// wherever the guest is then (wasm code or an async host call: clocks,
-    /// poll, streams); its store and instance are dropped. (File operations
-    /// run synchronously on this thread: see the README's sandbox table.)
+    /// Run one tool call in a fresh instance under `grant` with the
+    /// filesystem `fs`, that ends by `deadline`, wherever the guest is then
+    /// (wasm code or an async host call: clocks, poll, streams); its store
+    /// and instance are dropped. (File operations run synchronously on this
+    /// thread: see the README's sandbox table.) Also returns what the call
+    /// wrote and its peak memory.
     pub async fn call_until(
         &self,
         sandbox: &Sandbox,
+        grant: &Grant,
+        fs: Filesystem,
         tool: &str,
         args_json: &str,
         deadline: Instant,
-    ) -> Result<String, CallError> {
-        let mut store = fresh_store(sandbox, true, deadline)?;
+    ) -> (Result<String, CallError>, CallStats) {
+        let mut store = match sandbox.new_store_for(grant, fs, deadline) {
+            Ok(store) => store,
+            Err(e) => return (Err(CallError::Host(format!("{e:#}"))), CallStats::default()),
+        };
         let run = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.wasm_mcp_tool_tool()
@@ -362,35 +442,64 @@ impl Plugin {
         if !out.is_empty() || !err.is_empty() {
             tracing::debug!(tool, stdout = %out, stderr = %err, dropped = dropped_out + dropped_err, "guest output");
         }
-        if let Some(e) = quota_error(store.data(), &result) {
-            return Err(e);
+        let written = store.data().disk.written();
+        let stats = CallStats {
+            bytes_written: written.bytes,
+            files_created: written.entries,
+            peak_memory_bytes: store.data().limiter().peak(),
+        };
+        if let Some(e) = enforced_error(store.data(), &result) {
+            return (Err(e), stats);
         }
-        match result {
+        let outcome = match result {
             Ok(Ok(text)) => {
-                let cap = sandbox.limits().max_output_bytes;
+                let cap = grant.max_output_bytes;
                 if text.len() > cap {
-                    return Err(CallError::OutputTooLarge {
+                    Err(CallError::OutputTooLarge {
                         bytes: text.len(),
                         cap,
-                    });
+                    })
+                } else {
+                    Ok(text)
                 }
-                Ok(text)
             }
             Ok(Err(e)) => Err(CallError::Tool {
                 code: e.code,
                 message: e.message,
             }),
-            Err(e) => Err(
-                match classify_trap(e, &store, sandbox, sandbox.limits().timeout) {
-                    // A panic message on stderr is the most useful part of a trap.
-                    CallError::Trap(m) if !err.trim().is_empty() => CallError::Trap(format!(
-                        "{m}; guest stderr: {}",
-                        tail_bytes(err.trim(), 800)
-                    )),
-                    other => other,
-                },
-            ),
-        }
+            Err(e) => Err(match classify_trap(e, &store, grant) {
+                // A panic message on stderr is the most useful part of a trap.
+                CallError::Trap(m) if !err.trim().is_empty() => CallError::Trap(format!(
+                    "{m}; guest stderr: {}",
+                    tail_bytes(err.trim(), 800)
+                )),
+                other => other,
+            }),
+        };
+        (outcome, stats)
+    }
+}
+
+/// A call that the host refused something: a disk budget
+/// (`quota_exceeded`) or a write under a read-only grant
+/// (`permission_denied`) ends so whatever it returned (keeping the start
+/// of the tool's own error message).
+fn enforced_error<T>(
+    state: &StoreState,
+    result: &wasmtime::Result<Result<T, wit::ToolError>>,
+) -> Option<CallError> {
+    if let Some(e) = quota_error(state, result) {
+        return Some(e);
+    }
+    state.disk.denied().then(|| CallError::PermissionDenied {
+        tool_said: tool_said(result),
+    })
+}
+
+fn tool_said<T>(result: &wasmtime::Result<Result<T, wit::ToolError>>) -> Option<String> {
+    match result {
+        Ok(Err(e)) => Some(head_chars(&e.message, 300).to_string()),
+        _ => None,
     }
 }
 
@@ -401,13 +510,9 @@ fn quota_error<T>(
     result: &wasmtime::Result<Result<T, wit::ToolError>>,
 ) -> Option<CallError> {
     let exceeded = state.disk.exceeded()?;
-    let tool_said = match result {
-        Ok(Err(e)) => Some(head_chars(&e.message, 300).to_string()),
-        _ => None,
-    };
     Some(CallError::QuotaExceeded {
         exceeded,
-        tool_said,
+        tool_said: tool_said(result),
     })
 }
 
@@ -466,24 +571,22 @@ fn error_code_name(c: ErrorCode) -> &'static str {
     }
 }
 
-/// Classifies a failed call: its deadline (`budget` after its start)
-/// passed, memory limit (the store's limiter says so), instance pool
-/// exhausted, or a trap of the guest.
+/// Classifies a failed call: its deadline (the grant's timeout after its
+/// start) passed, memory limit (the store's limiter says so), instance
+/// pool exhausted, or a trap of the guest.
 fn classify_trap(
     e: wasmtime::Error,
     store: &wasmtime::Store<StoreState>,
-    sandbox: &Sandbox,
-    budget: std::time::Duration,
+    grant: &Grant,
 ) -> CallError {
-    let limits = sandbox.limits();
     if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
         return CallError::Timeout {
-            seconds: budget.as_secs_f64(),
+            seconds: grant.timeout.as_secs_f64(),
         };
     }
     if store.data().limiter().exceeded() {
         return CallError::MemoryLimit {
-            bytes: limits.memory_bytes,
+            bytes: grant.memory_bytes,
         };
     }
     if e.downcast_ref::<PoolConcurrencyLimitError>().is_some() {

@@ -12,19 +12,26 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::task::JoinSet;
 
+use crate::audit::AuditLog;
 use crate::cache::ComponentCache;
 use wasm_mcp_protocol::ErrorKind;
 
 use crate::catalog::Catalog;
+use crate::grants::Grants;
 use crate::limits::{before, LOAD_SLOTS};
-use crate::plugin::{CallError, LoadError, Plugin, Slot};
+use crate::plugin::{CallError, CallStats, LoadError, Plugin, Slot};
 use crate::sandbox::Sandbox;
+use crate::signing::signature_path;
+use crate::trust::TrustPolicy;
 
-/// File identity used to notice plugin changes without re-reading bytes.
+/// File identity used to notice plugin changes without re-reading bytes
+/// (the plugin's and its signature's: a signature added or replaced
+/// reloads the plugin).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamp {
     len: u64,
     modified: Option<SystemTime>,
+    signature: Option<(u64, Option<SystemTime>)>,
 }
 
 /// The outcome of a tool call as the server reports it.
@@ -76,6 +83,12 @@ impl Outcome {
     }
 }
 
+/// What a registry checks plugins against and records calls in.
+pub struct Trust {
+    pub policy: TrustPolicy,
+    pub audit: AuditLog,
+}
+
 /// Every `*.wasm` seen, by path: its stamp and the plugin, or `None` when it
 /// was refused.
 type Seen = BTreeMap<PathBuf, (Stamp, Option<Arc<Plugin>>)>;
@@ -91,6 +104,9 @@ pub struct Registry {
     permits: Semaphore,
     /// Plugin loads running at once (they have their own instance slots).
     load_slots: Arc<Semaphore>,
+    /// Pins, trusted keys and grants every load is checked against.
+    policy: Arc<TrustPolicy>,
+    audit: AuditLog,
 }
 
 /// What one load attempt of a changed file gave.
@@ -117,11 +133,15 @@ fn scan(dir: &Path) -> Result<Vec<(PathBuf, Stamp)>> {
         if !meta.is_file() {
             continue;
         }
+        let signature = std::fs::metadata(signature_path(&path))
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()));
         out.push((
             path,
             Stamp {
                 len: meta.len(),
                 modified: meta.modified().ok(),
+                signature,
             },
         ));
     }
@@ -138,6 +158,23 @@ impl Registry {
         dir: &Path,
         allow: Option<Vec<String>>,
     ) -> Result<Arc<Self>> {
+        let grants = Grants::server_only(sandbox.limits(), sandbox.max_filesystem());
+        let trust = Trust {
+            policy: TrustPolicy::open(grants),
+            audit: AuditLog::default(),
+        };
+        Self::open_trusted(sandbox, cache, dir, allow, trust).await
+    }
+
+    /// [`Registry::open`] with a trust policy (every load is checked
+    /// against it) and an audit log (every call is recorded in it).
+    pub async fn open_trusted(
+        sandbox: Sandbox,
+        cache: ComponentCache,
+        dir: &Path,
+        allow: Option<Vec<String>>,
+        trust: Trust,
+    ) -> Result<Arc<Self>> {
         anyhow::ensure!(
             dir.is_dir(),
             "plugin dir {} is not a directory",
@@ -152,6 +189,8 @@ impl Registry {
             allow,
             catalog: RwLock::new(Arc::new(Catalog::build(0, &[], None))),
             loaded: tokio::sync::Mutex::new(BTreeMap::new()),
+            policy: Arc::new(trust.policy),
+            audit: trust.audit,
         });
         reg.reload().await?;
         Ok(reg)
@@ -240,9 +279,10 @@ impl Registry {
                 continue;
             };
             let (sandbox, cache, path) = (self.sandbox.clone(), self.cache.clone(), path.clone());
+            let policy = self.policy.clone();
             tasks.spawn(async move {
                 let started = Instant::now();
-                let result = Plugin::load(&sandbox, &cache, &path).await;
+                let result = Plugin::load_trusted(&sandbox, &cache, &policy, &path).await;
                 drop(slot);
                 (i, log_load(&path, result, started))
             });
@@ -260,45 +300,59 @@ impl Registry {
             .collect()
     }
 
-    /// Validate and run one call against the given catalog snapshot. The
-    /// call's deadline starts now: it waits for a slot at most half of it
-    /// (then it is `busy`, having run nothing), so an admitted call always
-    /// has at least the other half to run.
+    /// Validate and run one call against the given catalog snapshot.
     pub async fn call(&self, catalog: &Catalog, name: &str, args: Value) -> Option<Outcome> {
-        self.call_observed(catalog, name, args, |_| {}).await
+        self.call_observed(catalog, name, args, None, |_| {}).await
     }
 
-    /// [`Registry::call`], telling `stage` where the call is as it goes.
-    /// Dropping the returned future ends the call wherever it is (its
-    /// guest within one epoch tick) and releases its slots.
+    /// [`Registry::call`] with the client's id for the call (recorded in
+    /// the audit log), telling `stage` where the call is as it goes. The
+    /// call's deadline (its plugin's grant) starts now: it waits for a slot
+    /// at most half of it (then it is `busy`, having run nothing), so an
+    /// admitted call always has at least the other half to run. Dropping
+    /// the returned future ends the call wherever it is (its guest within
+    /// one epoch tick) and releases its slots.
     pub async fn call_observed(
         &self,
         catalog: &Catalog,
         name: &str,
         args: Value,
+        call_id: Option<String>,
         mut stage: impl FnMut(CallStage) + Send,
     ) -> Option<Outcome> {
         let arrived = Instant::now();
-        let timeout = self.sandbox.limits().timeout;
-        let (admit_by, deadline) = (arrived + timeout / 2, arrived + timeout);
         let tool = catalog.get(name)?;
+        let plugin = &tool.plugin;
+        let timeout = plugin.grant.timeout;
+        let (admit_by, deadline) = (arrived + timeout / 2, arrived + timeout);
+        let args_text = args.to_string();
+        let audit = self
+            .audit
+            .start(plugin, name, tool.filesystem, args_text.len(), call_id);
         let validation = wasm_mcp_protocol::Validation::shared();
-        let args = match validation.validate(&tool.input, args).await {
-            Ok(args) => args,
-            Err(e) => return Some(Outcome::InvalidArguments(e.to_string())),
-        };
+        // Validation hands the same value back: `args_text` is what runs.
+        if let Err(e) = validation.validate(&tool.input, args).await {
+            let kind = ErrorKind::InvalidArguments.as_str();
+            audit.finish(kind, Some(e.to_string()), CallStats::default());
+            return Some(Outcome::InvalidArguments(e.to_string()));
+        }
         let started = Instant::now();
         stage(CallStage::Queued);
-        let result = match self.admit(&tool.plugin, admit_by).await {
+        let (result, stats) = match self.admit(plugin, admit_by).await {
             Ok(_permits) => {
                 stage(CallStage::Running);
-                let args_text = args.to_string();
-                let sandbox = &self.sandbox;
-                tool.plugin
-                    .call_until(sandbox, name, &args_text, deadline)
+                plugin
+                    .call_until(
+                        &self.sandbox,
+                        &plugin.grant,
+                        tool.filesystem,
+                        name,
+                        &args_text,
+                        deadline,
+                    )
                     .await
             }
-            Err(busy) => Err(busy),
+            Err(busy) => (Err(busy), CallStats::default()),
         };
         let elapsed_us = started.elapsed().as_micros() as u64;
         let outcome = match result {
@@ -311,6 +365,8 @@ impl Registry {
                 Err(e) => Outcome::ContractViolation(e),
             },
         };
+        let kind = outcome.kind().map_or("ok", ErrorKind::as_str);
+        audit.finish(kind, outcome.error_message(), stats);
         tracing::debug!(tool = name, elapsed_us, "call done");
         Some(outcome)
     }
@@ -326,7 +382,9 @@ impl Registry {
         let limits = self.sandbox.limits();
         let share = acquire_until(plugin.share(), deadline)
             .await
-            .ok_or(CallError::Busy(Slot::PluginShare(limits.plugin_share())))?;
+            .ok_or(CallError::Busy(Slot::PluginShare(
+                plugin.grant.max_concurrency,
+            )))?;
         let server = acquire_until(&self.permits, deadline)
             .await
             .ok_or(CallError::Busy(Slot::Server(limits.max_concurrency)))?;

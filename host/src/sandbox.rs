@@ -14,6 +14,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::disk_budget::{CallBudget, WorktreeUsage};
 use crate::disk_guard::GuardedFs;
+use crate::grants::{Filesystem, Grant};
 use crate::limits::{Limits, StoreLimiter, EPOCH_TICK};
 use crate::logpipe::LogPipe;
 
@@ -169,11 +170,42 @@ impl Sandbox {
         &self.limits
     }
 
-    /// A fresh store: worktree preopened as `/` (if any), no env, no args,
-    /// no stdin, no network, bounded stdout/stderr, memory limit, and the
-    /// call's `deadline` for wasm code (host calls are bounded by the
-    /// caller, see `plugin.rs`).
+    /// The most filesystem access any store gets (`--read-only` or not).
+    pub fn max_filesystem(&self) -> Filesystem {
+        match self.access {
+            FsAccess::ReadOnly => Filesystem::ReadOnly,
+            FsAccess::ReadWrite => Filesystem::ReadWrite,
+        }
+    }
+
+    /// The server's own rights (what a plugin gets without a config file).
+    pub fn server_grant(&self) -> Grant {
+        Grant::server(&self.limits, self.max_filesystem())
+    }
+
+    /// A fresh store with the server's own rights: the worktree (if
+    /// `with_fs`), the server's memory and disk limits.
     pub fn new_store(&self, with_fs: bool, deadline: Instant) -> Result<Store<StoreState>> {
+        let grant = self.server_grant();
+        let fs = if with_fs {
+            grant.filesystem
+        } else {
+            Filesystem::None
+        };
+        self.new_store_for(&grant, fs, deadline)
+    }
+
+    /// A fresh store under `grant`, whose filesystem is `fs` (the grant's,
+    /// or less): no env, no args, no stdin, no network, bounded
+    /// stdout/stderr, the grant's memory and disk limits, and the call's
+    /// `deadline` for wasm code (host calls are bounded by the caller, see
+    /// `plugin.rs`).
+    pub fn new_store_for(
+        &self,
+        grant: &Grant,
+        fs: Filesystem,
+        deadline: Instant,
+    ) -> Result<Store<StoreState>> {
         let stdout = LogPipe::new(self.limits.max_log_bytes);
         let stderr = LogPipe::new(self.limits.max_log_bytes);
         let mut b = WasiCtxBuilder::new();
@@ -189,20 +221,16 @@ impl Sandbox {
             b.wall_clock(FrozenWall(at))
                 .monotonic_clock(FrozenMonotonic);
         }
-        if let (true, Some(w)) = (with_fs, &self.worktree) {
-            let perms = match self.access {
-                FsAccess::ReadOnly => FsPerms::ReadOnly,
-                FsAccess::ReadWrite => FsPerms::ReadWrite,
-            };
-            b.preopened_dir(w, "/", perms)
-                .map_err(anyhow::Error::from)
-                .context("preopening the worktree")?;
+        let fs = fs.min(self.max_filesystem());
+        if let (Some(perms), Some(w)) = (fs_perms(fs), &self.worktree) {
+            preopen(&mut b, w, grant.paths.as_deref(), perms)?;
         }
+        let memory = grant.memory_bytes.min(self.limits.memory_bytes);
         let state = StoreState {
             wasi: b.build(),
             table: ResourceTable::new(),
-            limiter: StoreLimiter::new(self.limits.memory_bytes, self.limits.per_component),
-            disk: CallBudget::new(self.limits.disk, self.disk_usage.clone()),
+            limiter: StoreLimiter::new(memory, self.limits.per_component),
+            disk: CallBudget::new(grant.disk, self.disk_usage.clone()),
             stdout,
             stderr,
         };
@@ -221,6 +249,60 @@ impl Sandbox {
         });
         Ok(store)
     }
+}
+
+fn fs_perms(fs: Filesystem) -> Option<FsPerms> {
+    match fs {
+        Filesystem::None => None,
+        Filesystem::ReadOnly => Some(FsPerms::ReadOnly),
+        Filesystem::ReadWrite => Some(FsPerms::ReadWrite),
+    }
+}
+
+/// Preopens the worktree as `/`, or, when the grant is narrowed to
+/// `paths`, each of those subdirectories at its own path (`/src`, ...), so
+/// tools see the same paths as in the worktree and nothing beside them.
+/// A subdirectory is opened from the worktree one component at a time
+/// without following symlinks (a `src` swapped for a link to `/` is not
+/// granted; a missing one is skipped), and that very directory is
+/// preopened through `/proc/self/fd`: no path is resolved twice.
+fn preopen(
+    b: &mut WasiCtxBuilder,
+    worktree: &Path,
+    paths: Option<&[String]>,
+    perms: FsPerms,
+) -> Result<()> {
+    let Some(paths) = paths else {
+        b.preopened_dir(worktree, "/", perms)
+            .map_err(anyhow::Error::from)
+            .context("preopening the worktree")?;
+        return Ok(());
+    };
+    for rel in paths {
+        match open_beneath(worktree, rel) {
+            Ok(fd) => {
+                use std::os::fd::AsRawFd;
+                let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                b.preopened_dir(&proc, format!("/{rel}"), perms)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| format!("preopening {rel}"))?;
+            }
+            Err(e) => tracing::debug!(path = %rel, "granted subdirectory not preopened: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// Opens the directory `rel` (normal components only, checked by the
+/// grant) below `root`, refusing a symlink at any component.
+fn open_beneath(root: &Path, rel: &str) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::open(root, flags, Mode::empty())?;
+    for comp in rel.split('/').filter(|c| !c.is_empty()) {
+        dir = rustix::fs::openat(&dir, comp, flags | OFlags::NOFOLLOW, Mode::empty())?;
+    }
+    Ok(dir)
 }
 
 fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {

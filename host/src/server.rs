@@ -184,9 +184,10 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
+        let call_id = crate::audit::call_id(request.meta.as_ref(), &context.meta);
         let args = Value::Object(request.arguments.unwrap_or_default());
         let progress = Progress::for_request(&context, &name);
-        let call = self.observed_call(&name, args, progress.as_ref());
+        let call = self.observed_call(&name, args, call_id, progress.as_ref());
         let Some(outcome) = unless_cancelled(&context, &name, call).await else {
             // Never sent: rmcp drops the response of a cancelled request.
             let text = format!("{name}: cancelled by the client");
@@ -248,16 +249,18 @@ impl McpServer {
         &self,
         name: &str,
         args: Value,
+        call_id: Option<String>,
         progress: Option<&Progress>,
     ) -> Option<Outcome> {
         let catalog = self.registry.catalog();
         let Some(progress) = progress else {
-            return self.registry.call(&catalog, name, args).await;
+            let call = self.registry.call_observed(&catalog, name, args, call_id, |_| {});
+            return call.await;
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let call = self
             .registry
-            .call_observed(&catalog, name, args, move |stage| {
+            .call_observed(&catalog, name, args, call_id, move |stage| {
                 let _ = tx.send(stage);
             });
         let (outcome, ()) = tokio::join!(call, progress.forward(rx));

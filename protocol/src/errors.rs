@@ -27,10 +27,12 @@ pub enum ErrorKind {
     Busy,
     /// The call ran past a disk quota (bytes written, files created, file size).
     QuotaExceeded,
+    /// The call tried to change the worktree where its grant is read-only.
+    PermissionDenied,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::InvalidArguments,
         ErrorKind::ToolError,
         ErrorKind::Timeout,
@@ -41,6 +43,7 @@ impl ErrorKind {
         ErrorKind::HostError,
         ErrorKind::Busy,
         ErrorKind::QuotaExceeded,
+        ErrorKind::PermissionDenied,
     ];
 
     /// The wire name, e.g. `"memory_limit"`.
@@ -56,6 +59,7 @@ impl ErrorKind {
             ErrorKind::HostError => "host_error",
             ErrorKind::Busy => "busy",
             ErrorKind::QuotaExceeded => "quota_exceeded",
+            ErrorKind::PermissionDenied => "permission_denied",
         }
     }
 

@@ -68,6 +68,26 @@ impl ArtifactStore {
     }
 }
 
+tokio::task_local! {
+    /// The trace's id of the tool call being run (set around the call by
+    /// the agent loop); sent as `_meta["wasm-mcp/callId"]` so a `wasm-mcp`
+    /// server's audit log names the same call.
+    pub static TRACE_CALL_ID: String;
+}
+
+/// `tools/call` params for `remote`, carrying the trace's call id if any.
+fn call_params(remote: &str, args: &Map<String, Value>) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(remote.to_string()).with_arguments(args.clone());
+    if let Ok(id) = TRACE_CALL_ID.try_with(Clone::clone) {
+        let mut meta = Map::new();
+        meta.insert("wasm-mcp/callId".into(), Value::String(id));
+        params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+            meta,
+        )));
+    }
+    params
+}
+
 pub struct McpToolHandler {
     pub conn: ConnectionHandle,
     pub remote: String,
@@ -82,9 +102,10 @@ impl ToolHandler for McpToolHandler {
         Box::pin(async move {
             let mut attempt = 0u32;
             loop {
-                let req = ClientRequest::CallToolRequest(CallToolRequest::new(
-                    CallToolRequestParams::new(self.remote.clone()).with_arguments(args.clone()),
-                ));
+                let req = ClientRequest::CallToolRequest(CallToolRequest::new(call_params(
+                    &self.remote,
+                    &args,
+                )));
                 match self.conn.request(req, self.timeout).await {
                     Ok(v) => {
                         let mut out = self.convert(v).await.map_err(|e| HandlerFailure {

@@ -128,7 +128,10 @@ pub async fn run_loop_until(
                        "arguments": call.function.arguments}),
             );
             let started = std::time::Instant::now();
-            let invoke = registry.invoke(&call.function.name, &call.function.arguments);
+            let invoke = crate::mcp::adapter::TRACE_CALL_ID.scope(
+                call.id.clone(),
+                registry.invoke(&call.function.name, &call.function.arguments),
+            );
             tokio::pin!(invoke);
             let outcome = tokio::select! {
                 o = &mut invoke => o,

@@ -1,0 +1,214 @@
+//! The audit log: one JSON line per tool call (`--audit-log FILE`,
+//! appended), and the same summarized at debug level on stderr.
+//!
+//! A line is written however the call ends: a result, an error of any
+//! kind, a timeout, or the request being dropped (`outcome` `cancelled`).
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::grants::{Filesystem, Grant};
+use crate::plugin::{CallStats, Plugin};
+
+/// The `_meta` key a client puts its own id for a call under (the
+/// harness's trace call id), recorded as `call_id`.
+pub const CALL_ID_META: &str = "wasm-mcp/callId";
+
+/// The client's call id, from the request's `_meta` (as parsed into the
+/// params or into the request context), as a string of at most 200 chars.
+pub fn call_id(
+    params: Option<&rmcp::model::RequestMetaObject>,
+    context: &rmcp::model::RequestMetaObject,
+) -> Option<String> {
+    let v = params
+        .and_then(|m| m.0 .0.get(CALL_ID_META))
+        .or_else(|| context.0 .0.get(CALL_ID_META))?;
+    let id = match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    Some(id.chars().take(200).collect())
+}
+
+/// Where audit lines go.
+#[derive(Default)]
+pub struct AuditLog {
+    file: Option<Mutex<std::fs::File>>,
+}
+
+/// One line of the audit log.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRecord {
+    /// When the call arrived (RFC 3339, UTC).
+    pub time: String,
+    /// The client's id for the call (`_meta["wasm-mcp/callId"]`), if given.
+    pub call_id: Option<String>,
+    pub plugin: String,
+    /// sha256 of the plugin's bytes.
+    pub digest: String,
+    pub tool: String,
+    pub grant: Arc<Grant>,
+    /// The filesystem this tool's calls get (the grant, or read-only when
+    /// the tool claims to be read-only).
+    pub filesystem: Filesystem,
+    /// Bytes of the JSON arguments.
+    pub argument_bytes: usize,
+    pub duration_ms: f64,
+    /// `ok`, or the error kind (`timeout`, `permission_denied`, ...).
+    pub outcome: String,
+    /// The start of the error message, for failed calls.
+    pub error: Option<String>,
+    pub bytes_written: u64,
+    pub files_created: u64,
+    pub peak_memory_bytes: usize,
+}
+
+impl AuditLog {
+    /// Appends to `path` (created if missing); `None` logs to stderr only.
+    pub fn open(path: Option<&Path>) -> Result<AuditLog> {
+        let file = match path {
+            None => None,
+            Some(p) => Some(Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .with_context(|| format!("opening audit log {}", p.display()))?,
+            )),
+        };
+        Ok(AuditLog { file })
+    }
+
+    /// Whether records are wanted at all (a file, or debug logging).
+    fn wanted(&self) -> bool {
+        self.file.is_some() || tracing::enabled!(target: "audit", tracing::Level::DEBUG)
+    }
+
+    /// Starts the record of a call; it is written when the returned guard
+    /// is finished or dropped.
+    pub fn start<'a>(
+        &'a self,
+        plugin: &Plugin,
+        tool: &str,
+        filesystem: Filesystem,
+        argument_bytes: usize,
+        call_id: Option<String>,
+    ) -> PendingAudit<'a> {
+        let record = self.wanted().then(|| AuditRecord {
+            time: rfc3339(SystemTime::now()),
+            call_id,
+            plugin: plugin.name.clone(),
+            digest: plugin.digest.clone(),
+            tool: tool.to_string(),
+            grant: plugin.grant.clone(),
+            filesystem,
+            argument_bytes,
+            duration_ms: 0.0,
+            outcome: "cancelled".into(),
+            error: None,
+            bytes_written: 0,
+            files_created: 0,
+            peak_memory_bytes: 0,
+        });
+        PendingAudit {
+            log: self,
+            record,
+            started: Instant::now(),
+        }
+    }
+
+    fn write(&self, r: &AuditRecord) {
+        tracing::debug!(target: "audit", call_id = ?r.call_id, plugin = %r.plugin, tool = %r.tool,
+            outcome = %r.outcome, ms = r.duration_ms, written = r.bytes_written,
+            files = r.files_created, peak_memory = r.peak_memory_bytes, "call audited");
+        let Some(file) = &self.file else { return };
+        let Ok(mut line) = serde_json::to_vec(r) else {
+            return;
+        };
+        line.push(b'\n');
+        let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = f.write_all(&line) {
+            tracing::error!("could not write the audit log: {e}");
+        }
+    }
+}
+
+/// The record of a call in flight; written on [`PendingAudit::finish`],
+/// or as `cancelled` if dropped before.
+pub struct PendingAudit<'a> {
+    log: &'a AuditLog,
+    record: Option<AuditRecord>,
+    started: Instant,
+}
+
+impl PendingAudit<'_> {
+    /// Records the outcome (`ok` or an error kind with its message) and
+    /// what the call's store used.
+    pub fn finish(mut self, outcome: &str, error: Option<String>, stats: CallStats) {
+        if let Some(r) = &mut self.record {
+            r.outcome = outcome.to_string();
+            r.error = error.map(|m| m.chars().take(300).collect());
+            r.bytes_written = stats.bytes_written;
+            r.files_created = stats.files_created;
+            r.peak_memory_bytes = stats.peak_memory_bytes;
+        }
+    }
+}
+
+impl Drop for PendingAudit<'_> {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.record.take() {
+            r.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+            self.log.write(&r);
+        }
+    }
+}
+
+/// `t` as RFC 3339 in UTC with milliseconds (`2026-12-03T12:00:00.123Z`).
+fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let (y, m, day) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian
+/// calendar (H. Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        let at = |s: u64, ms: u64| rfc3339(UNIX_EPOCH + Duration::from_millis(s * 1000 + ms));
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(at(1_796_299_199, 999), "2026-12-03T11:59:59.999Z");
+    }
+}

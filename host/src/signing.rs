@@ -1,0 +1,143 @@
+//! Detached plugin signatures in the minisign format (Ed25519), verified
+//! offline against the public keys given with `--verify`.
+//!
+//! A plugin `NAME.wasm` is signed by `NAME.wasm.minisig` beside it (what
+//! `minisign -Sm NAME.wasm` and `wasm-mcp sign` write). Keys are minisign
+//! public keys: a `.pub` file or the bare base64 line. Only prehashed
+//! (BLAKE2b) signatures are accepted, and the signature's trusted comment
+//! is covered by the global signature as minisign defines.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use minisign::{KeyPair, PublicKey, PublicKeyBox, SecretKey, SecretKeyBox, SignatureBox};
+
+/// The signature file of a plugin: `<plugin file>.minisig`.
+pub fn signature_path(plugin: &Path) -> PathBuf {
+    let mut name = plugin.as_os_str().to_owned();
+    name.push(".minisig");
+    PathBuf::from(name)
+}
+
+/// One trusted public key.
+#[derive(Clone)]
+pub struct TrustedKey {
+    key: PublicKey,
+    /// Where it came from (for messages).
+    pub origin: String,
+}
+
+impl std::fmt::Debug for TrustedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TrustedKey({})", self.origin)
+    }
+}
+
+impl TrustedKey {
+    /// A minisign public key file, or the key's base64 line itself.
+    pub fn load(spec: &str) -> Result<TrustedKey> {
+        let key = if Path::new(spec).is_file() {
+            let text = std::fs::read_to_string(spec)
+                .with_context(|| format!("reading public key {spec}"))?;
+            parse_public_key(&text)
+        } else {
+            PublicKey::from_base64(spec.trim()).map_err(|e| anyhow!("{e}"))
+        }
+        .with_context(|| format!("--verify {spec}: not a minisign public key"))?;
+        Ok(TrustedKey {
+            key,
+            origin: spec.to_string(),
+        })
+    }
+}
+
+fn parse_public_key(text: &str) -> Result<PublicKey> {
+    let boxed = if text.trim_start().starts_with("untrusted comment:") {
+        PublicKeyBox::from_string(text)
+    } else {
+        return PublicKey::from_base64(text.trim()).map_err(|e| anyhow!("{e}"));
+    };
+    boxed
+        .and_then(PublicKeyBox::into_public_key)
+        .map_err(|e| anyhow!("{e}"))
+}
+
+/// Checks that `signature` (the text of a `.minisig` file, if there is
+/// one) signs `bytes` under one of `keys`.
+pub fn verify(
+    name: &str,
+    bytes: &[u8],
+    signature: Option<&str>,
+    keys: &[TrustedKey],
+) -> Result<()> {
+    let Some(text) = signature else {
+        bail!("plugin {name:?} has no signature (expected {name}.wasm.minisig beside it) and --verify is set");
+    };
+    let sig = SignatureBox::from_string(text).map_err(|e| {
+        anyhow!("plugin {name:?}: its signature file is not a minisign signature: {e}")
+    })?;
+    let ok = keys
+        .iter()
+        .any(|k| minisign::verify(&k.key, &sig, Cursor::new(bytes), true, false, false).is_ok());
+    if !ok {
+        bail!("plugin {name:?}: its signature does not verify against any trusted key (--verify)");
+    }
+    Ok(())
+}
+
+/// Writes a new key pair without a password (`wasm-mcp keygen`, for tests
+/// and automation; use the `minisign` tool for password-protected keys).
+pub fn keygen(secret: &Path, public: &Path) -> Result<()> {
+    let kp = KeyPair::generate_unencrypted_keypair().map_err(|e| anyhow!("{e}"))?;
+    let pk = kp.pk.to_box().map_err(|e| anyhow!("{e}"))?.into_string();
+    let sk = kp
+        .sk
+        .to_box(None)
+        .map_err(|e| anyhow!("{e}"))?
+        .into_string();
+    std::fs::write(public, pk).with_context(|| format!("writing {}", public.display()))?;
+    std::fs::write(secret, sk).with_context(|| format!("writing {}", secret.display()))
+}
+
+/// Signs `plugin` with the (unencrypted) secret key file `secret`, writing
+/// `<plugin>.minisig`; returns that path.
+pub fn sign(plugin: &Path, secret: &Path) -> Result<PathBuf> {
+    let text = std::fs::read_to_string(secret)
+        .with_context(|| format!("reading secret key {}", secret.display()))?;
+    let sk = SecretKeyBox::from_string(&text)
+        .and_then(SecretKey::from_unencrypted_box)
+        .map_err(|e| anyhow!("{}: {e}", secret.display()))?;
+    let bytes = std::fs::read(plugin).with_context(|| format!("reading {}", plugin.display()))?;
+    let sig = minisign::sign(None, &sk, Cursor::new(bytes), None, None)
+        .map_err(|e| anyhow!("signing {}: {e}", plugin.display()))?;
+    let out = signature_path(plugin);
+    std::fs::write(&out, sig.into_string())
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signature_verifies_only_for_its_bytes_and_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        keygen(&d.join("a.key"), &d.join("a.pub")).unwrap();
+        keygen(&d.join("b.key"), &d.join("b.pub")).unwrap();
+        std::fs::write(d.join("p.wasm"), b"plugin bytes").unwrap();
+        let sig_path = sign(&d.join("p.wasm"), &d.join("a.key")).unwrap();
+        let sig = std::fs::read_to_string(sig_path).unwrap();
+        let a = TrustedKey::load(d.join("a.pub").to_str().unwrap()).unwrap();
+        let b = TrustedKey::load(d.join("b.pub").to_str().unwrap()).unwrap();
+        let (only_a, only_b) = (vec![a.clone()], vec![b.clone()]);
+        assert!(verify("p", b"plugin bytes", Some(&sig), &only_a).is_ok());
+        assert!(verify("p", b"plugin bytez", Some(&sig), &only_a).is_err());
+        assert!(verify("p", b"plugin bytes", Some(&sig), &only_b).is_err());
+        assert!(verify("p", b"plugin bytes", Some(&sig), &[b, a.clone()]).is_ok());
+        assert!(verify("p", b"plugin bytes", None, &only_a).is_err());
+        assert!(verify("p", b"plugin bytes", Some("garbage"), &[a]).is_err());
+    }
+}
