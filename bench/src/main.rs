@@ -80,6 +80,18 @@ struct Args {
     /// Python of the baseline venv [default: .venv/bin/python].
     #[arg(long)]
     python: Option<PathBuf>,
+    /// Another MCP stdio server to measure side by side, as `PROGRAM ARGS…`
+    /// split on whitespace; `{worktree}` and `{plugins}` are replaced by the
+    /// bench's worktree and plugin dir. E.g. an older wasm-mcp build, or a
+    /// peer host such as wassette.
+    #[arg(long)]
+    peer: Option<String>,
+    /// The peer's read-a-file tool; it gets `{"path": …}`.
+    #[arg(long, default_value = "read_file")]
+    peer_tool: String,
+    /// Give the peer absolute paths (inside the worktree) instead of relative ones.
+    #[arg(long)]
+    peer_absolute_paths: bool,
 }
 
 struct Counts {
@@ -193,6 +205,28 @@ impl FileCase {
         Ok(())
     }
 
+    /// A peer's answer: not an error, and its structured content or its
+    /// text holds this whole file (exactly, somewhere).
+    fn check_contains(&self, r: &CallToolResult) -> Result<()> {
+        ensure!(r.is_error != Some(true), "{}: the peer returned an error", self.rel);
+        let structured = r
+            .structured_content
+            .as_ref()
+            .is_some_and(|v| any_string_contains(v, &self.content));
+        let text: String = r
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+            .collect();
+        ensure!(
+            structured || text.contains(&self.content),
+            "{}: the peer's answer does not hold the file ({} bytes of text)",
+            self.rel,
+            text.len()
+        );
+        Ok(())
+    }
+
     fn check(&self, r: &CallToolResult) -> Result<()> {
         if r.is_error == Some(true) {
             bail!(
@@ -206,6 +240,16 @@ impl FileCase {
                 .as_ref()
                 .context("result has no structuredContent")?,
         )
+    }
+}
+
+/// Some string inside `v` contains `needle`.
+fn any_string_contains(v: &Value, needle: &str) -> bool {
+    match v {
+        Value::String(s) => s.contains(needle),
+        Value::Array(items) => items.iter().any(|i| any_string_contains(i, needle)),
+        Value::Object(map) => map.values().any(|i| any_string_contains(i, needle)),
+        _ => false,
     }
 }
 
@@ -316,10 +360,43 @@ impl ServerSpec {
     }
 }
 
-async fn call(peer: &Peer<RoleClient>, case: &FileCase) -> Result<CallToolResult> {
-    peer.call_tool(CallToolRequestParams::new("read_file").with_arguments(case.args()))
+/// Which tool a server reads files with, and how its answers are checked.
+#[derive(Clone)]
+struct Probe {
+    tool: String,
+    /// `Some(worktree)`: pass absolute paths under it.
+    absolute_in: Option<PathBuf>,
+    /// `true`: the exact `read_file` preview (ours and the baseline);
+    /// `false`: any result whose text or structured content holds the whole file.
+    strict: bool,
+}
+
+impl Probe {
+    fn read_file() -> Probe {
+        Probe {
+            tool: "read_file".into(),
+            absolute_in: None,
+            strict: true,
+        }
+    }
+
+    fn check(&self, case: &FileCase, r: &CallToolResult) -> Result<()> {
+        if self.strict {
+            case.check(r)
+        } else {
+            case.check_contains(r)
+        }
+    }
+}
+
+async fn call(peer: &Peer<RoleClient>, probe: &Probe, case: &FileCase) -> Result<CallToolResult> {
+    let args = match &probe.absolute_in {
+        None => case.args(),
+        Some(dir) => json!({ "path": dir.join(case.rel) }).as_object().unwrap().clone(),
+    };
+    peer.call_tool(CallToolRequestParams::new(probe.tool.clone()).with_arguments(args))
         .await
-        .map_err(|e| anyhow!("tools/call read_file {}: {e}", case.rel))
+        .map_err(|e| anyhow!("tools/call {} {}: {e}", probe.tool, case.rel))
 }
 
 /// Spawn → initialize → first `tools/list` answer (which must list read_file).
@@ -343,20 +420,21 @@ async fn start_once(spec: &ServerSpec) -> Result<Duration> {
 /// Sequential calls on one connection; warm-up calls are checked, not timed.
 async fn sequential(
     peer: &Peer<RoleClient>,
+    probe: &Probe,
     case: &FileCase,
     warmup: usize,
     n: usize,
 ) -> Result<Stats> {
     for _ in 0..warmup {
-        case.check(&call(peer, case).await?)?;
+        probe.check(case, &call(peer, probe, case).await?)?;
     }
     let mut samples = Vec::with_capacity(n);
     let wall = Instant::now();
     for _ in 0..n {
         let t = Instant::now();
-        let r = call(peer, case).await?;
+        let r = call(peer, probe, case).await?;
         samples.push(t.elapsed());
-        case.check(&r)?;
+        probe.check(case, &r)?;
     }
     Ok(Stats::new(samples, wall.elapsed()))
 }
@@ -375,7 +453,7 @@ async fn concurrent(
                 let (peer, case) = (peer.clone(), case.clone());
                 tokio::spawn(async move {
                     for _ in 0..k {
-                        case.check(&call(&peer, &case).await?)?;
+                        case.check(&call(&peer, &Probe::read_file(), &case).await?)?;
                     }
                     anyhow::Ok(())
                 })
@@ -646,6 +724,30 @@ async fn run(args: Args) -> Result<()> {
         log: logs.join("baseline.log"),
     };
 
+    let peer = match &args.peer {
+        None => None,
+        Some(cmd) => {
+            let fill = |w: &str| {
+                os(w.replace("{worktree}", &worktree.to_string_lossy())
+                    .replace("{plugins}", &plugins.to_string_lossy()))
+            };
+            let mut words = cmd.split_whitespace();
+            let program = words.next().context("--peer is empty")?;
+            let spec = ServerSpec {
+                name: "peer",
+                program: PathBuf::from(fill(program)),
+                args: words.map(fill).collect(),
+                log: logs.join("peer.log"),
+            };
+            let probe = Probe {
+                tool: args.peer_tool.clone(),
+                absolute_in: args.peer_absolute_paths.then(|| worktree.clone()),
+                strict: false,
+            };
+            Some((spec, probe))
+        }
+    };
+
     println!(
         "wasm-mcp benchmark{}",
         if args.quick {
@@ -670,18 +772,27 @@ async fn run(args: Args) -> Result<()> {
                 .display()
         );
     }
-    println!("client:   rmcp (same code for both servers), one stdio connection per server");
+    if let Some(p) = &args.peer {
+        println!("peer:     {p} (tool {})", args.peer_tool);
+    }
+    println!("client:   rmcp (same code for every server), one stdio connection per server");
     println!();
 
     // ---------------------------------------------------------------- 1
     eprintln!("bench: sequential read_file ...");
     let mut seq: Vec<(&str, &str, Arc<FileCase>, Stats)> = Vec::new();
-    let mut servers: Vec<(&str, &ServerSpec)> =
-        vec![("ours", &ours), ("ours on-demand", &ours_ondemand)];
+    let strict = Probe::read_file();
+    let mut servers: Vec<(&str, &ServerSpec, &Probe)> = vec![
+        ("ours", &ours, &strict),
+        ("ours on-demand", &ours_ondemand, &strict),
+    ];
     if baseline_on {
-        servers.push(("baseline", &baseline));
+        servers.push(("baseline", &baseline, &strict));
     }
-    for (label, spec) in &servers {
+    if let Some((spec, probe)) = &peer {
+        servers.push(("peer", spec, probe));
+    }
+    for (label, spec, probe) in &servers {
         let client = spec.connect().await?;
         for (case, n) in [(&small, c.small), (&large, c.large)] {
             let warm = if Arc::ptr_eq(case, &large) {
@@ -689,7 +800,7 @@ async fn run(args: Args) -> Result<()> {
             } else {
                 c.warmup
             };
-            let s = sequential(client.peer(), case, warm, n)
+            let s = sequential(client.peer(), probe, case, warm, n)
                 .await
                 .with_context(|| format!("{label}: {}", case.rel))?;
             seq.push((label, case.rel, case.clone(), s));
@@ -737,6 +848,20 @@ async fn run(args: Args) -> Result<()> {
             if Arc::ptr_eq(case, &small) {
                 small_ratio = Some(o.rate / b.rate);
             }
+        }
+    }
+    let mut peer_ratios = Vec::new();
+    if peer.is_some() {
+        println!("ratio ours/peer:");
+        for case in [&small, &large] {
+            let (o, p) = (find("ours", case.rel).unwrap(), find("peer", case.rel).unwrap());
+            println!(
+                "  {:<20} calls/s {}, p50 latency {}",
+                case.label,
+                ratio(o.rate, p.rate),
+                ratio(ms(o.p50), ms(p.p50))
+            );
+            peer_ratios.push((case.label.clone(), ms(o.p50) / ms(p.p50), o.rate / p.rate));
         }
     }
     println!();
@@ -928,6 +1053,14 @@ async fn run(args: Args) -> Result<()> {
             "{:<48} {:>24} {:>6}",
             ">= 5x the baseline's calls/s, small file", "baseline skipped", "-"
         ),
+    }
+    for (label, p50, rate) in &peer_ratios {
+        println!(
+            "{:<48} {:>24} {:>6}",
+            format!("vs peer, {label}: p50 / calls/s"),
+            format!("{p50:.2}x / {rate:.2}x"),
+            "-"
+        );
     }
     println!(
         "{:<48} {:>24} {:>6}",
