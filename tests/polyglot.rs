@@ -99,7 +99,10 @@ fn python_and_javascript_tools_are_listed_with_their_schemas() {
     let format = tool("json_format");
     assert_eq!(format["annotations"]["readOnlyHint"], false);
     assert_eq!(format["annotations"]["destructiveHint"], true);
-    assert_eq!(tool("json_lint")["inputSchema"]["properties"]["indent"]["maximum"], 8);
+    assert_eq!(
+        tool("json_lint")["inputSchema"]["properties"]["indent"]["maximum"],
+        8
+    );
     assert!(s.shutdown().success());
 }
 
@@ -126,7 +129,10 @@ fn csv_summary_reports_columns_types_and_ranges_of_a_worktree_file() {
     // A tab-separated file: the delimiter is detected.
     write(wt.path(), "t.tsv", "a\tb\n1\tx\n2\ty\n3\n");
     let out = structured(&s.call("csv_summary", json!({"path": "/t.tsv"})));
-    assert_eq!((out["delimiter"].as_str(), out["row_count"].as_u64()), (Some("\t"), Some(3)));
+    assert_eq!(
+        (out["delimiter"].as_str(), out["row_count"].as_u64()),
+        (Some("\t"), Some(3))
+    );
     assert_eq!(out["ragged_rows"], 1);
     // The schema is enforced by the host before Python runs.
     let r = s.call("csv_summary", json!({"path": "t.tsv", "delimiter": ";;"}));
@@ -153,7 +159,10 @@ fn toml_summary_reads_toml_and_reports_syntax_errors_with_their_line() {
     assert_eq!(out["table_count"], 3, "{out}");
     assert_eq!(out["max_depth"], 4, "{out}");
     let err = tool_error(&s.call("toml_summary", json!({"path": "bad.toml"})));
-    assert!(err.starts_with("invalid_arguments: bad.toml: not valid TOML"), "{err}");
+    assert!(
+        err.starts_with("invalid_arguments: bad.toml: not valid TOML"),
+        "{err}"
+    );
     assert!(err.contains("line 3"), "{err}");
     assert!(s.shutdown().success());
 }
@@ -162,7 +171,11 @@ fn toml_summary_reads_toml_and_reports_syntax_errors_with_their_line() {
 fn json_lint_finds_errors_with_positions_and_json_format_rewrites_the_file() {
     let (wt, plugins) = (tempfile::tempdir().unwrap(), samples());
     write(wt.path(), "bad.json", "{\n  \"a\": 1,\n  \"b\": [1 2]\n}\n");
-    write(wt.path(), "ok.json", "{\"a\":1.0,\"a\":[],\"big\":12345678901234567890}");
+    write(
+        wt.path(),
+        "ok.json",
+        "{\"a\":1.0,\"a\":[],\"big\":12345678901234567890}",
+    );
     let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
 
     let out = structured(&s.call("json_lint", json!({"path": "bad.json"})));
@@ -183,14 +196,25 @@ fn json_lint_finds_errors_with_positions_and_json_format_rewrites_the_file() {
 
     // json_format writes the file back, on the host's disk; then it is formatted.
     let out = structured(&s.call("json_format", json!({"path": "ok.json"})));
-    assert_eq!(out, json!({"path": "ok.json", "changed": true, "bytes": pretty.len()}));
-    assert_eq!(std::fs::read_to_string(wt.path().join("ok.json")).unwrap(), pretty);
+    assert_eq!(
+        out,
+        json!({"path": "ok.json", "changed": true, "bytes": pretty.len()})
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.path().join("ok.json")).unwrap(),
+        pretty
+    );
     let out = structured(&s.call("json_lint", json!({"path": "ok.json"})));
     assert_eq!(out["formatted"], true, "{out}");
     // An invalid file is reported and left alone.
     let err = tool_error(&s.call("json_format", json!({"path": "bad.json", "indent": 4})));
-    assert!(err.starts_with("invalid_arguments: bad.json:3:11:"), "{err}");
-    assert!(std::fs::read_to_string(wt.path().join("bad.json")).unwrap().contains("[1 2]"));
+    assert!(
+        err.starts_with("invalid_arguments: bad.json:3:11:"),
+        "{err}"
+    );
+    assert!(std::fs::read_to_string(wt.path().join("bad.json"))
+        .unwrap()
+        .contains("[1 2]"));
     assert!(s.shutdown().success());
 }
 
@@ -275,7 +299,10 @@ fn a_tight_deadline_stops_a_python_call_and_the_server_goes_on() {
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert_eq!(error_kind(&r), "timeout", "{r}");
     // The next call gets a fresh instance.
-    assert_eq!(structured(&s.call("json_lint", json!({"path": "small.json"})))["valid"], true);
+    assert_eq!(
+        structured(&s.call("json_lint", json!({"path": "small.json"})))["valid"],
+        true
+    );
     assert!(s.shutdown().success());
 }
 
@@ -294,10 +321,33 @@ fn a_tight_memory_limit_stops_python_and_javascript_calls_cleanly() {
         assert_eq!(error_kind(&r), "memory_limit", "{tool}: {r}");
     }
     // Small calls still fit.
-    assert_eq!(structured(&s.call("csv_summary", json!({"path": "small.csv"})))["row_count"], 1);
+    assert_eq!(
+        structured(&s.call("csv_summary", json!({"path": "small.csv"})))["row_count"],
+        1
+    );
     assert!(s.shutdown().success());
 }
 
 /// Enough for both runtimes to start and handle small files (they need
 /// about 40 MiB), not for a 12 MiB file.
 const MEMORY_MB: &str = "64";
+
+/// The samples are projects made from templates/: their build.sh is the
+/// template's with the name filled in, so `just plugins` builds them the
+/// way a new author's project builds (and a fix to one reaches the other).
+#[test]
+fn the_samples_build_like_projects_made_from_the_templates() {
+    let root = support::repo_root();
+    for (lang, name) in [("python", "py-csv"), ("js", "js-json")] {
+        let template =
+            std::fs::read_to_string(root.join("templates").join(lang).join("build.sh")).unwrap();
+        assert!(template.contains("{{name}}"), "{lang}");
+        let sample =
+            std::fs::read_to_string(root.join("plugins").join(name).join("build.sh")).unwrap();
+        assert_eq!(
+            sample,
+            template.replace("{{name}}", name),
+            "plugins/{name}/build.sh drifted from templates/{lang}/build.sh"
+        );
+    }
+}
