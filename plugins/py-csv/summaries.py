@@ -58,7 +58,10 @@ def read_text(raw):
     except OSError as e:
         raise ToolFailure("io", f"{raw}: {e.strerror or e}")
     try:
-        return data.decode("utf-8-sig")
+        # Not "utf-8-sig": codecs load lazily, and the component has no
+        # standard library on disk at run time (only what app.py imported
+        # while componentize-py pre-initialized it).
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise ToolFailure("invalid-arguments", f"{raw}: not UTF-8 text (byte {e.start})")
 
