@@ -109,14 +109,16 @@ def call_ms(args, worktree, plugins, cache, tool, targs, check, n):
 
 
 def min_memory_mb(args, worktree, plugins, cache, tool, targs):
-    """Smallest --memory-mb (bisected, 1 MiB steps) where `wasm-mcp call` succeeds."""
+    """Smallest --memory-mb (bisected, 1 MiB steps, from 16: below a module's
+    initial memory the host refuses the cached code and recompiles) where
+    `wasm-mcp call` succeeds; 16 means 16 or less."""
     def ok(mb):
         p = subprocess.run(
             [args.server, "call", "--worktree", worktree, "--plugins", plugins, "--cache-dir", cache,
              "--memory-mb", str(mb), tool, json.dumps(targs)],
             capture_output=True, text=True, env={**os.environ, "WASM_MCP_LOG": "error"})
         return p.returncode == 0 and '"isError": true' not in p.stdout and '"isError":true' not in p.stdout
-    lo, hi = 1, 256
+    lo, hi = 16, 256
     if not ok(hi):
         return None
     while lo < hi:
