@@ -28,6 +28,8 @@ test: plugins
     bash scripts/test-mcp-servers.sh
     cargo test --workspace --no-fail-fast
     cargo test --manifest-path plugins/Cargo.toml
+    python3 -m unittest discover -s plugins/py-csv
+    node --test plugins/js-json/lint.test.js
     cargo test -p wasm-mcp-host --test load -- --ignored --nocapture
 
 # Benchmarks (release build): ours vs the Python FastMCP baseline, start-up, instantiation, concurrency.

@@ -3,6 +3,10 @@
 # components:
 #   dist/plugins/workspace.wasm      product plugins (the default plugin dir)
 #   dist/test-plugins/*.wasm         TEST-ONLY (hostile, badmeta, slowload), never in the default dir
+#   dist/samples/{py-csv,js-json}.wasm  sample plugins in Python and JavaScript (step 4:
+#                                    their own build.sh, toolchains in .cache/polyglot);
+#                                    not in the default dir: 30 MB that every server start
+#                                    would load (serve them with --plugins dist/samples)
 # Run from anywhere (`just plugins` runs it from the repo root).
 #
 # Path selection (override with GUEST_TARGET=wasm32-wasip2|wasm32-wasip1):
@@ -63,3 +67,28 @@ emit() { # <crate artifact> <dist dir> <name>
 }
 for p in "${PRODUCT[@]}"; do emit "${p%%:*}" dist/plugins "${p##*:}"; done
 for p in "${TEST_ONLY[@]}"; do emit "${p%%:*}" dist/test-plugins "${p##*:}"; done
+
+# 4. The Python and JavaScript sample plugins: each is built by its own
+#    build.sh (a project made from templates/python or templates/js), with
+#    componentize-py / componentize-js + jco (pinned there) installed into
+#    .cache/polyglot on first use (PyPI, npm) and reused offline afterwards.
+#    An install or build failure fails this script. A plugin is rebuilt only
+#    when its sources, its build.sh or wit/tool.wit changed (a stamp of their
+#    hashes next to the output).
+POLYGLOT=(py-csv js-json)
+POLY_OUT="$PLUGINS_TARGET_DIR/polyglot"
+mkdir -p "$POLY_OUT"
+for p in "${POLYGLOT[@]}"; do
+  stamp="$(cd "plugins/$p" && shopt -s nullglob && sha256sum build.sh ./*.py ./*.js ../../wit/tool.wit | sha256sum)"
+  if [ -f "$POLY_OUT/$p.wasm" ] && [ "$(cat "$POLY_OUT/$p.stamp" 2>/dev/null)" = "$stamp" ]; then
+    echo "build-plugins: $p up to date" >&2
+  else
+    echo "build-plugins: building $p (plugins/$p/build.sh)" >&2
+    rm -f "$POLY_OUT/$p.stamp"
+    WASM_MCP_TOOLCHAINS="$ROOT/.cache/polyglot" WASM_MCP_WIT="$ROOT/wit" \
+      bash "plugins/$p/build.sh" "$POLY_OUT/$p.wasm"
+    echo "$stamp" >"$POLY_OUT/$p.stamp"
+  fi
+  mkdir -p dist/samples
+  "$COMPONENTIZE" "$POLY_OUT/$p.wasm" "dist/samples/$p.wasm"
+done
