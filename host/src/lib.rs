@@ -5,12 +5,14 @@
 //! Layers, bottom up: [`sandbox`] (engine, per-call store and limits),
 //! [`cache`] (compiled components by content hash), [`plugin`] (the WIT
 //! world and calls), [`catalog`] (validated tool set), [`registry`] (live
-//! set + reloads), [`server`] (rmcp handler).
+//! set + reloads), [`server`] (rmcp handler), [`http`] (Streamable HTTP
+//! transport: Host/Origin checks, limits, bearer/JWT auth).
 
 pub mod cache;
 pub mod catalog;
 pub mod disk_budget;
 pub mod disk_guard;
+pub mod http;
 pub mod limits;
 pub mod logpipe;
 pub mod plugin;
