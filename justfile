@@ -15,10 +15,12 @@ run-task task="tasks/sample.toml" *args="": build
     cargo run -q -p wasm-mcp-harness --bin wasm-agent -- run-task --policy policy/default.toml --task {{task}} {{args}}
 
 # The whole test suite (what CI runs). Third-party MCP servers for the harness
-# tests first: .venv with the Python MCP SDK, server-filesystem via npm.
+# tests first: .venv with the Python MCP SDK, server-filesystem via npm. The
+# official MCP conformance suite runs against `wasm-mcp serve --http`.
 test: plugins
     bash scripts/test-mcp-servers.sh
     cargo test --workspace --no-fail-fast
+    bash scripts/conformance.sh
     cargo test --manifest-path plugins/Cargo.toml
     cargo test -p wasm-mcp-host --test load -- --ignored --nocapture
 
