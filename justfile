@@ -14,9 +14,17 @@ build: plugins
 run-task task="tasks/sample.toml" *args="": build
     cargo run -q -p wasm-mcp-harness --bin wasm-agent -- run-task --policy policy/default.toml --task {{task}} {{args}}
 
-# The whole test suite (what CI runs). Third-party MCP servers for the harness
-# tests first: .venv with the Python MCP SDK, server-filesystem via npm. The
-# official MCP conformance suite runs against `wasm-mcp serve --http`.
+# Formatting and lints, both workspaces (CI runs this first).
+lint:
+    cargo fmt --all --check
+    cargo fmt --manifest-path plugins/Cargo.toml --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --manifest-path plugins/Cargo.toml --all-targets -- -D warnings
+
+# The whole test suite (what CI runs). Third-party MCP code first: .venv and
+# .venv-mcp2 with the Python MCP SDK 1.x and 2.x, server-filesystem and the
+# TypeScript SDK via npm (scripts/test-mcp-servers.sh). The official MCP
+# conformance suite runs against `wasm-mcp serve --http` (scripts/conformance.sh).
 test: plugins
     bash scripts/test-mcp-servers.sh
     cargo test --workspace --no-fail-fast

@@ -4,12 +4,11 @@
 //! `agent/<run-id>`, the worktree is removed, and the exit status is 130.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{git, plugin_dir, sample_repo, server_bin, write_policy};
+use support::{agent_bin, git, plugin_dir, sample_repo, write_policy};
 
 const TASK: &str = r#"
 id = "interrupted"
@@ -23,18 +22,6 @@ args = { path = "NOTES.md", content = "written before Ctrl-C\n" }
 tool = "spin"
 args = {}
 "#;
-
-/// `wasm-agent` is built next to `wasm-mcp` by `cargo test --workspace`
-/// (or `cargo build -p wasm-mcp-harness`).
-fn agent_bin() -> PathBuf {
-    let p = server_bin().with_file_name("wasm-agent");
-    assert!(
-        p.is_file(),
-        "{} not built: run `cargo build -p wasm-mcp-harness --bin wasm-agent`",
-        p.display()
-    );
-    p
-}
 
 #[test]
 fn ctrl_c_during_a_hanging_call_keeps_the_work_and_exits_130() {

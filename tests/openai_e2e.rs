@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 use wasm_mcp_harness::provider::openai::OpenAiProvider;
-use wasm_mcp_harness::testing::openai_standin;
 use wasm_mcp_harness::tools::naming::local_name;
 use wasm_mcp_harness::{run_task, RunOptions};
+use wasm_mcp_harness_testing::openai_standin;
 
 mod support;
 use support::{plugin, sample_repo, write_policy};

@@ -121,3 +121,46 @@ async fn the_sample_task_runs_against_the_real_server_and_keeps_its_work() {
         "the task wrote into the main checkout"
     );
 }
+
+/// A run whose server cannot be used (the policy requires a tool the server
+/// does not have) fails with one clear message, printed once.
+#[test]
+fn a_refused_server_is_reported_once() {
+    let repo = sample_repo();
+    let scratch = tempfile::tempdir().unwrap();
+    let plugins = support::plugin("plugins/workspace.wasm")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let policy = support::write_policy(
+        scratch.path(),
+        &plugins,
+        &[],
+        &["read_file", "no_such_tool"],
+        &[],
+        30_000,
+    );
+    let task = support::repo_root().join("tasks/sample.toml");
+    let out = std::process::Command::new(support::agent_bin())
+        .args(["run-task", "--provider", "scripted", "--policy"])
+        .arg(&policy)
+        .arg("--task")
+        .arg(&task)
+        .arg("--out-dir")
+        .arg(scratch.path().join("runs"))
+        .current_dir(repo.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.matches("no_such_tool").count(),
+        1,
+        "the refusal is printed once: {stderr}"
+    );
+    assert!(
+        stderr.contains("allowed tools missing on server"),
+        "{stderr}"
+    );
+}

@@ -915,7 +915,7 @@ async fn run(args: Args) -> Result<()> {
     println!();
 
     // ---------------------------------------------------------------- targets
-    println!("== targets (from the issue) ==");
+    println!("== targets ==");
     println!("{:<48} {:>24} {:>6}", "target", "measured", "result");
     match small_ratio {
         Some(r) => println!(

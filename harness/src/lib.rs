@@ -12,8 +12,10 @@
 //! - [`mcp::connection`]: one owner task per MCP server connection (initialize,
 //!   version allowlist, tools capability, close).
 //! - [`mcp::discovery`]: paginated `tools/list` with hard limits, schema checks.
+//! - [`tools::tool`]: the one [`tools::tool::Tool`] (binding, local name, schemas,
+//!   validators) shared by catalog, registry and providers.
 //! - [`tools::naming`]: collision-free local tool names and the binding table.
-//! - [`tools::catalog`]: per-round frozen snapshots, `list_changed` → dirty → refresh.
+//! - [`tools::catalog`]: per-round frozen snapshots, refreshed at safe points after `list_changed`.
 //! - [`tools::registry`] + [`mcp::adapter`]: the tool-call pipeline and the MCP adapter.
 //! - [`tools::faults`]: call states and retry rules.
 //! - [`run::worktree`]: one git worktree per task.
@@ -24,8 +26,6 @@
 pub mod mcp;
 pub mod provider;
 pub mod run;
-#[doc(hidden)]
-pub mod testing;
 pub mod tools;
 
 pub use run::task::{run_task, ProviderChoice, RunOptions, RunReport};

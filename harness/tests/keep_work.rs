@@ -11,9 +11,8 @@ use wasm_mcp_harness::mcp::connection::Connector;
 use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
 use wasm_mcp_harness::run::keep::WorkOutcome;
 use wasm_mcp_harness::run::task::ProviderChoice;
-use wasm_mcp_harness::testing::{build_deep_chain, fast_tempdir};
-use wasm_mcp_harness::testing::{tool, FakeConfig, FakeServer};
 use wasm_mcp_harness::{run_task, BoxFut, RunOptions, RunReport};
+use wasm_mcp_harness_testing::{build_deep_chain, fast_tempdir, tool, FakeConfig, FakeServer};
 
 const POLICY: &str = r#"
 [[servers]]
@@ -87,21 +86,9 @@ impl Env {
         let dir = fast_tempdir();
         let repo = dir.path().join("repo");
         std::fs::create_dir(&repo).unwrap();
-        git_ok(&repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("README.md"), "# Demo\n").unwrap();
-        std::fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
-        git_ok(&repo, &["add", "."]);
-        git_ok(
+        wasm_mcp_harness_testing::init_repo(
             &repo,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-qm",
-                "init",
-            ],
+            &[("README.md", "# Demo\n"), (".gitignore", "*.log\n")],
         );
         std::fs::write(dir.path().join("policy.toml"), POLICY).unwrap();
         std::fs::write(dir.path().join("task.toml"), TASK).unwrap();

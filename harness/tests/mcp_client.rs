@@ -12,12 +12,14 @@ use wasm_mcp_harness::mcp::discovery::{discover, DiscoveryError, MAX_PAGES};
 use wasm_mcp_harness::run::policy::{Policy, ServerPolicy};
 use wasm_mcp_harness::run::session::ToolSession;
 use wasm_mcp_harness::run::trace::Trace;
-use wasm_mcp_harness::testing::{
-    tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer,
-};
 use wasm_mcp_harness::tools::faults::CallState;
 use wasm_mcp_harness::tools::naming::local_name;
-use wasm_mcp_harness::tools::registry::{ErrorKind, NonInteractiveApprover, ToolRegistry};
+use wasm_mcp_harness::tools::registry::{
+    ErrorKind, NonInteractiveApprover, ToolRegistry, MAX_MODEL_TEXT,
+};
+use wasm_mcp_harness_testing::{
+    tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer,
+};
 
 const V: &str = "2025-11-25";
 
@@ -84,6 +86,25 @@ async fn handshake_checks_version_and_capability() {
     ));
 }
 
+/// The client offers the newest allowed version, whatever the list order.
+#[tokio::test]
+async fn the_newest_allowed_version_is_offered() {
+    let echo = FakeServer::new(FakeConfig::default());
+    let allowed = ["2025-06-18", V, "2025-03-26"].map(String::from);
+    let c = Connection::open("ws", echo.connector(), &allowed, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(c.facts().protocol_version, V);
+    c.close().await;
+    let bad =
+        Policy::from_toml("[[servers]]\nid='ws'\ncommand='x'\nprotocol_versions=['latest']\n")
+            .unwrap_err();
+    assert!(
+        format!("{bad:#}").contains("`latest` is not an MCP version"),
+        "{bad:#}"
+    );
+}
+
 #[tokio::test]
 async fn pagination_and_limits() {
     let p = policy("");
@@ -97,8 +118,8 @@ async fn pagination_and_limits() {
         ..Default::default()
     });
     let c = open(&fake).await.unwrap();
-    let tools = discover(&c, &sp(&p)).await.unwrap();
-    let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
+    let tools = discover(&c, &sp(&p)).await.unwrap().tools;
+    let names: Vec<_> = tools.iter().filter_map(|t| t.remote_name()).collect();
     assert_eq!(
         names,
         ["read_file", "list_dir"],
@@ -220,15 +241,42 @@ async fn adapter_validates_before_sending_and_maps_errors() {
     assert_eq!(ok.origin.as_ref().unwrap().remote_name, "read_file");
 
     let bad = r.invoke(&read_file(), r#"{"path": 7}"#).await;
-    assert_eq!(bad.error, Some(ErrorKind::InvalidArguments));
-    assert_eq!(bad.state, CallState::NotSent);
+    assert_eq!(bad.error(), Some(ErrorKind::InvalidArguments));
+    assert_eq!(bad.state(), CallState::NotSent);
     assert_eq!(fake.calls().len(), 1, "invalid args never reach the server");
 
     let err = r
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "nope"}"#)
         .await;
-    assert_eq!(err.error, Some(ErrorKind::ToolError));
+    assert_eq!(err.error(), Some(ErrorKind::ToolError));
     assert_eq!(err.model_text, "error: no such dir");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_servers_error_kind_is_kept_for_tool_errors() {
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert(
+        "list_dir".into(),
+        Behavior::Result(json!({
+            "content": [{"type": "text", "text": "tool timed out"}],
+            "isError": true,
+            "_meta": {"wasm-mcp/errorKind": "timeout"},
+        })),
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, _d) = session(&fake, policy("")).await;
+    let r = s.registry();
+    let err = r
+        .invoke(&local_name("ws", "list_dir"), r#"{"path": "x"}"#)
+        .await;
+    assert_eq!(err.error(), Some(ErrorKind::ToolError));
+    assert_eq!(
+        err.server_error_kind(),
+        Some(wasm_mcp_protocol::ErrorKind::Timeout)
+    );
+    let ok = r.invoke(&read_file(), r#"{"path": "x"}"#).await;
+    assert_eq!(ok.server_error_kind(), None);
     s.shutdown().await;
 }
 
@@ -245,10 +293,10 @@ async fn output_contract_violation_goes_to_audit_not_model() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::Contract));
-    assert!(o.contract_violation.is_some());
+    assert_eq!(o.error(), Some(ErrorKind::Contract));
+    assert!(o.contract_violation().is_some());
     assert!(!o.model_text.contains("leak"));
-    assert_eq!(o.state, CallState::Completed);
+    assert_eq!(o.state(), CallState::Completed);
     s.shutdown().await;
 }
 
@@ -280,8 +328,59 @@ async fn image_content_becomes_artifact_or_is_refused() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, dir) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::ContentRefused));
+    assert_eq!(o.error(), Some(ErrorKind::ContentRefused));
     assert!(!dir.path().join("artifacts").exists());
+    s.shutdown().await;
+}
+
+/// An image repeated as base64 in `structuredContent` (and a data: URL of
+/// other bytes) is stored as artifacts and never reaches the model; with a
+/// result far over the model-text cap, the artifact references still do.
+#[tokio::test]
+async fn binary_in_structured_content_is_an_artifact_and_its_reference_is_never_cut() {
+    use base64::Engine;
+    let png: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
+    let gif: Vec<u8> = png.iter().rev().copied().collect();
+    let enc = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let huge = "y ".repeat(200_000);
+    let result = json!({
+        "content": [{"type": "image", "data": enc(&png), "mimeType": "image/png"}],
+        "structuredContent": {
+            "image": {"data": enc(&png), "mimeType": "image/png"},
+            "thumb": format!("data:image/gif;base64,{}", enc(&gif)),
+            "notes": huge,
+        }
+    });
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors
+        .insert("read_file".into(), Behavior::Result(result));
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, dir) = session(&fake, policy("")).await;
+    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert!(!o.is_error(), "{}", &o.model_text[..200]);
+    // One artifact for the image (block and structured copy), one for the gif.
+    assert_eq!(o.artifacts.len(), 2, "{:?}", o.artifacts);
+    assert_eq!(std::fs::read(&o.artifacts[0]).unwrap(), png);
+    assert_eq!(std::fs::read(&o.artifacts[1]).unwrap(), gif);
+    assert!(o.artifacts[1].extension().is_some_and(|e| e == "gif"));
+    assert!(
+        !o.model_text.contains(&enc(&png)[..100]),
+        "base64 never inlined"
+    );
+    assert!(
+        !o.model_text.contains(&enc(&gif)[..100]),
+        "base64 never inlined"
+    );
+    assert!(o.model_text.contains("[output truncated]"));
+    assert!(o.model_text.len() <= MAX_MODEL_TEXT);
+    for a in &o.artifacts {
+        assert!(
+            o.model_text.contains(&a.display().to_string()),
+            "reference to {} cut off",
+            a.display()
+        );
+    }
+    assert!(o.artifacts[0].starts_with(dir.path().join("artifacts")));
     s.shutdown().await;
 }
 
@@ -293,8 +392,8 @@ async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
     let fake = FakeServer::new(cfg.clone());
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::Fault));
-    assert_eq!(o.state, CallState::Unknown);
+    assert_eq!(o.error(), Some(ErrorKind::Fault));
+    assert_eq!(o.state(), CallState::Unknown);
     assert!(o.model_text.contains("unknown"), "{}", o.model_text);
     assert_eq!(fake.calls().len(), 1, "no automatic retry");
     assert_eq!(o.attempts, 1);
@@ -308,7 +407,7 @@ async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.state, CallState::Unknown);
+    assert_eq!(o.state(), CallState::Unknown);
     assert_eq!(o.attempts, 2);
     assert_eq!(fake.calls().len(), 2, "read-only + idempotent → one retry");
     s.shutdown().await;
@@ -325,8 +424,8 @@ async fn server_death_mid_call_then_reconnect_at_safe_point() {
         .registry()
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#)
         .await;
-    assert_eq!(o.state, CallState::Unknown, "{}", o.model_text);
-    assert_eq!(o.error, Some(ErrorKind::Fault));
+    assert_eq!(o.state(), CallState::Unknown, "{}", o.model_text);
+    assert_eq!(o.error(), Some(ErrorKind::Fault));
     // Wait for the owner to notice.
     for _ in 0..40 {
         if !s.connection("ws").unwrap().is_alive() {
@@ -382,7 +481,6 @@ async fn list_changed_refreshes_only_at_safe_point() {
     let desc = |snap: &wasm_mcp_harness::tools::catalog::CatalogSnapshot| {
         snap.get(&local_name("ws", "search"))
             .unwrap()
-            .tool
             .description
             .clone()
     };
@@ -413,14 +511,24 @@ async fn undecodable_or_missing_binary_content_is_refused_not_faked() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, dir) = session(&fake, policy("")).await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::ContentRefused), "{}", o.model_text);
+    assert_eq!(
+        o.error(),
+        Some(ErrorKind::ContentRefused),
+        "{}",
+        o.model_text
+    );
     assert!(o.model_text.contains("base64"), "{}", o.model_text);
     assert!(o.artifacts.is_empty());
     let o = s
         .registry()
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "a"}"#)
         .await;
-    assert_eq!(o.error, Some(ErrorKind::ContentRefused), "{}", o.model_text);
+    assert_eq!(
+        o.error(),
+        Some(ErrorKind::ContentRefused),
+        "{}",
+        o.model_text
+    );
     assert!(
         !dir.path().join("artifacts").exists(),
         "no placeholder file stored"
@@ -451,8 +559,8 @@ async fn call_on_a_dead_connection_is_not_sent_rather_than_unknown() {
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     s.connection("ws").unwrap().close().await;
     let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error, Some(ErrorKind::Fault));
-    assert_eq!(o.state, CallState::NotSent, "{}", o.model_text);
+    assert_eq!(o.error(), Some(ErrorKind::Fault));
+    assert_eq!(o.state(), CallState::NotSent, "{}", o.model_text);
     assert!(!o.model_text.contains("unknown"), "{}", o.model_text);
     assert!(fake.calls().is_empty());
     s.shutdown().await;
@@ -490,14 +598,14 @@ async fn oversized_or_garbage_frames_fail_their_call_promptly() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(o.error, Some(ErrorKind::Fault), "{}", o.model_text);
+    assert_eq!(o.error(), Some(ErrorKind::Fault), "{}", o.model_text);
     assert!(
         o.model_text.contains("exceeds the frame limit"),
         "{}",
         o.model_text
     );
     assert_eq!(
-        o.state,
+        o.state(),
         CallState::Unknown,
         "the call ran; its answer was lost"
     );
@@ -525,7 +633,7 @@ async fn oversized_or_garbage_frames_fail_their_call_promptly() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(o.error, Some(ErrorKind::Fault), "{}", o.model_text);
+    assert_eq!(o.error(), Some(ErrorKind::Fault), "{}", o.model_text);
     assert!(!o.model_text.contains("timed out"), "{}", o.model_text);
     s.shutdown().await;
 }

@@ -10,9 +10,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasm_mcp_harness::mcp::connection::Connector;
 use wasm_mcp_harness::provider::openai::OpenAiProvider;
 use wasm_mcp_harness::run::task::ProviderChoice;
-use wasm_mcp_harness::testing::{openai_standin, tool, Behavior, FakeConfig, FakeServer};
 use wasm_mcp_harness::tools::naming::local_name;
 use wasm_mcp_harness::{run_task, RunOptions};
+use wasm_mcp_harness_testing::{openai_standin, tool, Behavior, FakeConfig, FakeServer};
 
 const POLICY: &str = r#"
 max_rounds = 8
@@ -58,28 +58,7 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("repo");
         std::fs::create_dir(&repo).unwrap();
-        let git = |args: &[&str]| {
-            let o = Command::new("git")
-                .arg("-C")
-                .arg(&repo)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        };
-        git(&["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("README.md"), "# Demo\n").unwrap();
-        git(&["add", "."]);
-        git(&[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "init",
-        ]);
+        wasm_mcp_harness_testing::init_repo(&repo, &[("README.md", "# Demo\n")]);
         std::fs::write(dir.path().join("policy.toml"), POLICY).unwrap();
         std::fs::write(dir.path().join("task.toml"), task).unwrap();
         Self { dir }
@@ -378,7 +357,7 @@ async fn openai_error_body_with_multibyte_text_is_reported_not_a_panic() {
         .complete(ChatRequest {
             messages: &msgs,
             tools: &[],
-            catalog,
+            names: &*catalog,
         })
         .await
         .unwrap_err();
@@ -406,7 +385,7 @@ async fn openai_transport_error_keeps_its_cause() {
         .complete(ChatRequest {
             messages: &msgs,
             tools: &[],
-            catalog,
+            names: &*catalog,
         })
         .await
         .unwrap_err();

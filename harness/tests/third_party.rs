@@ -52,18 +52,7 @@ fn which(cmd: &str) -> Option<PathBuf> {
 }
 
 fn git(repo: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
+    wasm_mcp_harness_testing::git(repo, args).trim().to_string()
 }
 
 /// A repo, the policy JSON and task TOML written next to it; runs the task.
@@ -71,21 +60,7 @@ async fn run(policy_json: &str, task_toml: &str) -> (tempfile::TempDir, RunRepor
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
     std::fs::create_dir(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "# Demo\n").unwrap();
-    git(&repo, &["add", "."]);
-    git(
-        &repo,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
-        ],
-    );
+    wasm_mcp_harness_testing::init_repo(&repo, &[("README.md", "# Demo\n")]);
     std::fs::write(dir.path().join("policy.json"), policy_json).unwrap();
     std::fs::write(dir.path().join("task.toml"), task_toml).unwrap();
     let report = run_task(

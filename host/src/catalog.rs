@@ -232,8 +232,6 @@ impl Catalog {
     }
 }
 
-pub use wasm_mcp_protocol::{decode_cursor, encode_cursor};
-
 #[cfg(test)]
 mod tests {
     use super::*;

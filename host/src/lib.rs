@@ -5,20 +5,25 @@
 //! Layers, bottom up: [`sandbox`] (engine, per-call store and limits),
 //! [`cache`] (compiled components by content hash), [`plugin`] (the WIT
 //! world and calls), [`catalog`] (validated tool set), [`registry`] (live
-//! set + reloads), [`server`] (rmcp handler), [`http`] (Streamable HTTP
+//! set + reloads), [`server`] (rmcp handler, with [`params`], [`cancel`],
+//! [`progress`] and [`subscriptions`]), [`http`] (Streamable HTTP
 //! transport: Host/Origin checks, limits, bearer/JWT auth).
 
 pub mod cache;
+pub mod cancel;
 pub mod catalog;
 pub mod disk_budget;
 pub mod disk_guard;
 pub mod http;
 pub mod limits;
 pub mod logpipe;
+pub mod params;
 pub mod plugin;
+pub mod progress;
 pub mod registry;
 pub mod sandbox;
 pub mod server;
+pub mod subscriptions;
 pub mod wire_limits;
 
 pub use limits::Limits;

@@ -204,6 +204,17 @@ impl wasmtime::ResourceLimiter for StoreLimiter {
     }
 }
 
+/// Runs `fut` until `deadline`: its output, or `None` when the deadline
+/// passed first (the future is then dropped wherever it was). The one
+/// deadline rule behind call slots, load slots and the call itself.
+pub async fn before<F: std::future::Future>(
+    deadline: std::time::Instant,
+    fut: F,
+) -> Option<F::Output> {
+    let at = tokio::time::Instant::from_std(deadline);
+    tokio::time::timeout_at(at, fut).await.ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,15 +251,4 @@ mod tests {
         assert!(l.memory_growing(0, 512 << 10, None).is_err());
         assert!(l.exceeded());
     }
-}
-
-/// Runs `fut` until `deadline`: its output, or `None` when the deadline
-/// passed first (the future is then dropped wherever it was). The one
-/// deadline rule behind call slots, load slots and the call itself.
-pub async fn before<F: std::future::Future>(
-    deadline: std::time::Instant,
-    fut: F,
-) -> Option<F::Output> {
-    let at = tokio::time::Instant::from_std(deadline);
-    tokio::time::timeout_at(at, fut).await.ok()
 }

@@ -319,15 +319,12 @@ async fn main() -> std::process::ExitCode {
                     .call(&catalog, &tool, args)
                     .await
                     .with_context(|| format!("unknown tool {tool}"))?;
-                let (ok, v) = match outcome {
-                    Outcome::Ok { value, .. } => (true, value),
-                    Outcome::InvalidArguments(m) => {
-                        (false, serde_json::json!({"invalid_arguments": m}))
-                    }
-                    Outcome::Failed(e) => (false, serde_json::json!({e.kind(): e.to_string()})),
-                    Outcome::ContractViolation(m) => {
-                        (false, serde_json::json!({"contract_violation": m}))
-                    }
+                let (ok, v) = match (outcome.kind(), outcome.error_message()) {
+                    (Some(kind), Some(m)) => (false, serde_json::json!({ kind.as_str(): m })),
+                    _ => match outcome {
+                        Outcome::Ok { value, .. } => (true, value),
+                        _ => unreachable!("an error outcome has a kind and a message"),
+                    },
                 };
                 println!("{}", serde_json::to_string_pretty(&v)?);
                 anyhow::ensure!(ok, "call failed");

@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use tokio::sync::Semaphore;
+use wasm_mcp_protocol::text::{head_chars, tail_bytes};
+use wasm_mcp_protocol::ErrorKind;
 use wasmtime::component::Component;
 use wasmtime::{PoolConcurrencyLimitError, Trap};
 
@@ -24,6 +26,7 @@ wasmtime::component::bindgen!({
 });
 
 use exports::wasm_mcp::tool::tool as wit;
+pub use exports::wasm_mcp::tool::tool::ErrorCode;
 
 /// A tool descriptor as a plugin reported it (schemas still as text).
 #[derive(Debug, Clone)]
@@ -43,7 +46,7 @@ pub struct RawTool {
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallError {
     /// The tool returned `tool-error`.
-    Tool { code: String, message: String },
+    Tool { code: ErrorCode, message: String },
     /// The call ran past its deadline.
     Timeout { seconds: f64 },
     /// The instance tried to grow memory past the limit.
@@ -94,7 +97,9 @@ impl std::fmt::Display for Slot {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CallError::Tool { code, message } => write!(f, "{code}: {message}"),
+            CallError::Tool { code, message } => {
+                write!(f, "{}: {message}", error_code_name(*code))
+            }
             CallError::Timeout { seconds } => write!(
                 f,
                 "tool timed out: exceeded its deadline of {seconds:.1}s and was stopped"
@@ -132,17 +137,17 @@ impl std::fmt::Display for CallError {
 }
 
 impl CallError {
-    /// Short machine-readable kind, used in logs and `_meta`.
-    pub fn kind(&self) -> &'static str {
+    /// The machine-readable kind, used in logs and `_meta`.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            CallError::Tool { .. } => "tool_error",
-            CallError::Timeout { .. } => "timeout",
-            CallError::MemoryLimit { .. } => "memory_limit",
-            CallError::OutputTooLarge { .. } => "output_too_large",
-            CallError::QuotaExceeded { .. } => "quota_exceeded",
-            CallError::Trap(_) => "trap",
-            CallError::Host(_) => "host_error",
-            CallError::Busy(_) => "busy",
+            CallError::Tool { .. } => ErrorKind::ToolError,
+            CallError::Timeout { .. } => ErrorKind::Timeout,
+            CallError::MemoryLimit { .. } => ErrorKind::MemoryLimit,
+            CallError::OutputTooLarge { .. } => ErrorKind::OutputTooLarge,
+            CallError::QuotaExceeded { .. } => ErrorKind::QuotaExceeded,
+            CallError::Trap(_) => ErrorKind::Trap,
+            CallError::Host(_) => ErrorKind::HostError,
+            CallError::Busy(_) => ErrorKind::Busy,
         }
     }
 }
@@ -336,15 +341,16 @@ impl Plugin {
                 Ok(text)
             }
             Ok(Err(e)) => Err(CallError::Tool {
-                code: error_code_name(e.code).into(),
+                code: e.code,
                 message: e.message,
             }),
             Err(e) => Err(
                 match classify_trap(e, &store, sandbox, sandbox.limits().timeout) {
                     // A panic message on stderr is the most useful part of a trap.
-                    CallError::Trap(m) if !err.trim().is_empty() => {
-                        CallError::Trap(format!("{m}; guest stderr: {}", tail(err.trim(), 800)))
-                    }
+                    CallError::Trap(m) if !err.trim().is_empty() => CallError::Trap(format!(
+                        "{m}; guest stderr: {}",
+                        tail_bytes(err.trim(), 800)
+                    )),
                     other => other,
                 },
             ),
@@ -360,22 +366,13 @@ fn quota_error<T>(
 ) -> Option<CallError> {
     let exceeded = state.disk.exceeded()?;
     let tool_said = match result {
-        Ok(Err(e)) => Some(e.message.chars().take(300).collect()),
+        Ok(Err(e)) => Some(head_chars(&e.message, 300).to_string()),
         _ => None,
     };
     Some(CallError::QuotaExceeded {
         exceeded,
         tool_said,
     })
-}
-
-/// The last `max` bytes of `s` (on a char boundary).
-fn tail(s: &str, max: usize) -> &str {
-    let mut start = s.len().saturating_sub(max);
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    &s[start..]
 }
 
 /// A new store for one call; failing to build one is the host's fault.
@@ -421,7 +418,7 @@ fn link(sandbox: &Sandbox, component: &Component) -> Result<ToolPluginPre<StoreS
     Ok(ToolPluginPre::new(pre)?)
 }
 
-fn error_code_name(c: wit::ErrorCode) -> &'static str {
+fn error_code_name(c: ErrorCode) -> &'static str {
     match c {
         wit::ErrorCode::InvalidArguments => "invalid_arguments",
         wit::ErrorCode::UnknownTool => "unknown_tool",
@@ -460,6 +457,6 @@ fn classify_trap(
     tracing::debug!("trap detail: {e:#}");
     match e.downcast_ref::<Trap>() {
         Some(trap) => CallError::Trap(trap.to_string()),
-        None => CallError::Trap(e.root_cause().to_string().chars().take(500).collect()),
+        None => CallError::Trap(head_chars(&e.root_cause().to_string(), 500).into()),
     }
 }

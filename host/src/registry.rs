@@ -13,6 +13,8 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::task::JoinSet;
 
 use crate::cache::ComponentCache;
+use wasm_mcp_protocol::ErrorKind;
+
 use crate::catalog::Catalog;
 use crate::limits::{before, LOAD_SLOTS};
 use crate::plugin::{CallError, LoadError, Plugin, Slot};
@@ -37,6 +39,41 @@ pub enum Outcome {
     Failed(CallError),
     /// The result broke the tool's own output schema (the plugin's fault).
     ContractViolation(String),
+}
+
+/// Where an admitted call is (reported as progress to clients that ask).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallStage {
+    /// Arguments are valid; waiting for a call slot.
+    Queued,
+    /// Slots taken; the guest is running.
+    Running,
+}
+
+impl Outcome {
+    /// The error kind, `None` for a successful call.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            Outcome::Ok { .. } => None,
+            Outcome::InvalidArguments(_) => Some(ErrorKind::InvalidArguments),
+            Outcome::Failed(e) => Some(e.kind()),
+            Outcome::ContractViolation(_) => Some(ErrorKind::ContractViolation),
+        }
+    }
+
+    /// How the call ended, in a word (for progress): `done` or the error kind.
+    pub fn summary(&self) -> &'static str {
+        self.kind().map_or("done", ErrorKind::as_str)
+    }
+
+    /// The error's own message, `None` for a successful call.
+    pub fn error_message(&self) -> Option<String> {
+        match self {
+            Outcome::Ok { .. } => None,
+            Outcome::InvalidArguments(m) | Outcome::ContractViolation(m) => Some(m.clone()),
+            Outcome::Failed(e) => Some(e.to_string()),
+        }
+    }
 }
 
 /// Every `*.wasm` seen, by path: its stamp and the plugin, or `None` when it
@@ -228,6 +265,19 @@ impl Registry {
     /// (then it is `busy`, having run nothing), so an admitted call always
     /// has at least the other half to run.
     pub async fn call(&self, catalog: &Catalog, name: &str, args: Value) -> Option<Outcome> {
+        self.call_observed(catalog, name, args, |_| {}).await
+    }
+
+    /// [`Registry::call`], telling `stage` where the call is as it goes.
+    /// Dropping the returned future ends the call wherever it is (its
+    /// guest within one epoch tick) and releases its slots.
+    pub async fn call_observed(
+        &self,
+        catalog: &Catalog,
+        name: &str,
+        args: Value,
+        mut stage: impl FnMut(CallStage) + Send,
+    ) -> Option<Outcome> {
         let arrived = Instant::now();
         let timeout = self.sandbox.limits().timeout;
         let (admit_by, deadline) = (arrived + timeout / 2, arrived + timeout);
@@ -238,8 +288,10 @@ impl Registry {
             Err(e) => return Some(Outcome::InvalidArguments(e.to_string())),
         };
         let started = Instant::now();
+        stage(CallStage::Queued);
         let result = match self.admit(&tool.plugin, admit_by).await {
             Ok(_permits) => {
+                stage(CallStage::Running);
                 let args_text = args.to_string();
                 let sandbox = &self.sandbox;
                 tool.plugin
@@ -251,7 +303,7 @@ impl Registry {
         let elapsed_us = started.elapsed().as_micros() as u64;
         let outcome = match result {
             Err(e) => {
-                tracing::info!(tool = name, kind = e.kind(), elapsed_us, "call failed: {e}");
+                tracing::info!(tool = name, kind = %e.kind(), elapsed_us, "call failed: {e}");
                 Outcome::Failed(e)
             }
             Ok(text) => match validation.check_result(&text, tool.output.as_ref()).await {

@@ -1,20 +1,41 @@
 //! The MCP server: `tools/list` (paginated) and `tools/call` over the
 //! [`Registry`], plus `notifications/tools/list_changed` when plugins change.
+//!
+//! Protocol revisions: 2025-11-25 (and 2025-06-18) with the `initialize`
+//! handshake, and the stateless 2026-07-28 (`server/discover`, version and
+//! client capabilities in each request's `_meta`, `subscriptions/listen`).
+//! rmcp does the per-revision lifecycle; this handler serves the same tools
+//! on both and works with any rmcp transport (stdio, Streamable HTTP).
 
-use std::sync::{Arc, Mutex};
+use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 
-use crate::catalog::{decode_cursor, encode_cursor};
+use wasm_mcp_protocol::{decode_cursor, encode_cursor, ErrorKind};
+
+use crate::cancel::unless_cancelled;
+use crate::progress::Progress;
 use crate::registry::{Outcome, Registry};
+use crate::subscriptions::{Listeners, MAX_SUBSCRIPTIONS};
 use crate::wire_limits::{error_result, fit_response, DEFAULT_MAX_RESPONSE_BYTES};
+
+/// The protocol revisions served: the first with structured tool output
+/// (2025-06-18) and later. Advertised by `server/discover`; `initialize`
+/// with an older version is answered with 2025-11-25.
+pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
 
 /// Default `tools/list` page size.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -24,7 +45,9 @@ pub struct McpServer {
     registry: Arc<Registry>,
     page_size: usize,
     max_response_bytes: usize,
-    peer: Arc<Mutex<Option<Peer<RoleServer>>>>,
+    /// Every session and subscription to tell about tool-list changes
+    /// (shared by all clones: one per HTTP session, one on stdio).
+    listeners: Arc<Listeners>,
 }
 
 impl McpServer {
@@ -33,7 +56,7 @@ impl McpServer {
             registry,
             page_size: page_size.max(1),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-            peer: Arc::default(),
+            listeners: Arc::default(),
         }
     }
 
@@ -43,8 +66,14 @@ impl McpServer {
         self
     }
 
+    /// Who is told about tool-list changes (for tests and transports).
+    pub fn listeners(&self) -> &Arc<Listeners> {
+        &self.listeners
+    }
+
     /// Poll the plugin directory every `interval`; on a change, swap in the
-    /// new catalog and notify the client (once it is initialized).
+    /// new catalog and notify every initialized session and every
+    /// `subscriptions/listen` stream.
     pub fn spawn_watcher(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
@@ -54,22 +83,14 @@ impl McpServer {
             loop {
                 tick.tick().await;
                 match this.registry.reload().await {
-                    Ok(true) => this.notify_list_changed().await,
+                    Ok(true) => {
+                        this.listeners.tools_changed().await;
+                    }
                     Ok(false) => {}
                     Err(e) => tracing::warn!("plugin rescan failed: {e:#}"),
                 }
             }
         })
-    }
-
-    async fn notify_list_changed(&self) {
-        let peer = self.peer.lock().unwrap().clone();
-        if let Some(peer) = peer {
-            match peer.notify_tool_list_changed().await {
-                Ok(()) => tracing::info!("sent notifications/tools/list_changed"),
-                Err(e) => tracing::warn!("could not send list_changed: {e}"),
-            }
-        }
     }
 }
 
@@ -81,21 +102,57 @@ impl ServerHandler for McpServer {
                 .enable_tool_list_changed()
                 .build(),
         )
-        .with_server_info(Implementation::new("wasm-mcp", env!("CARGO_PKG_VERSION")))
+        .with_server_info(server_info())
         .with_instructions(
             "Tools run as sandboxed WebAssembly components inside this task's worktree.",
         )
     }
 
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tracing::info!("client initialized");
-        *self.peer.lock().unwrap() = Some(context.peer.clone());
+        self.listeners.add_session(context.peer.clone());
+    }
+
+    /// `subscriptions/listen` (2026-07-28): tool-list changes only.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let Some(_registered) = self.listeners.subscribe(context.sink().clone()) else {
+            tracing::warn!("subscriptions/listen refused: {MAX_SUBSCRIPTIONS} already open");
+            return Err(McpError::invalid_request(
+                format!("too many open subscriptions/listen streams (at most {MAX_SUBSCRIPTIONS}); cancel one first"),
+                None,
+            ));
+        };
+        tracing::info!(id = %context.sink().id(), "subscriptions/listen opened");
+        context.cancelled().await;
+        tracing::info!(id = %context.sink().id(), "subscriptions/listen closed");
+        Ok(())
+    }
+
+    /// A request rmcp could not parse: malformed params of a method we
+    /// implement are -32602 (naming the problem), anything else -32601.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        Err(crate::params::unparsed_request(&request))
     }
 
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let catalog = self.registry.catalog();
         let offset = match request.and_then(|r| r.cursor) {
@@ -117,6 +174,7 @@ impl ServerHandler for McpServer {
         let (tools, next) = catalog.page_within(offset, self.page_size, budget);
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next.map(|n| encode_cursor(catalog.version, n));
+        stamp_server_info(&mut result.meta, &context);
         Ok(result)
     }
 
@@ -125,34 +183,97 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let catalog = self.registry.catalog();
         let name = request.name.to_string();
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let Some(outcome) = self.registry.call(&catalog, &name, args).await else {
+        let progress = Progress::for_request(&context, &name);
+        let call = self.observed_call(&name, args, progress.as_ref());
+        let Some(outcome) = unless_cancelled(&context, &name, call).await else {
+            // Never sent: rmcp drops the response of a cancelled request.
+            let text = format!("{name}: cancelled by the client");
+            return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
+        };
+        let Some(outcome) = outcome else {
             return Err(McpError::invalid_params(
                 format!("Unknown tool: {name}"),
                 Some(json!({"name": name})),
             ));
         };
-        let result = match outcome {
-            Outcome::Ok { value, text } => {
-                let mut r = CallToolResult::structured(value);
-                r.content = vec![ContentBlock::text(text)];
-                r
-            }
-            Outcome::InvalidArguments(m) => error_result(
-                format!("invalid arguments for {name}: {m}"),
-                "invalid_arguments",
-            ),
-            Outcome::Failed(e) => error_result(e.to_string(), e.kind()),
-            Outcome::ContractViolation(m) => {
-                tracing::warn!(tool = %name, "contract violation: {m}");
-                error_result(
-                    format!("tool {name} broke its contract: {m}"),
-                    "contract_violation",
-                )
-            }
+        if let Some(p) = &progress {
+            p.done(outcome.summary()).await;
+        }
+        let result = tool_result(&name, outcome);
+        let mut result = fit_response(result, &context.id, &name, self.max_response_bytes);
+        stamp_server_info(&mut result.meta, &context);
+        Ok(result.into())
+    }
+}
+
+/// The `tools/call` result for a call's outcome.
+fn tool_result(name: &str, outcome: Outcome) -> CallToolResult {
+    match outcome {
+        Outcome::Ok { value, text } => {
+            let mut r = CallToolResult::structured(value);
+            r.content = vec![ContentBlock::text(text)];
+            r
+        }
+        failed => {
+            let kind = failed.kind().unwrap_or(ErrorKind::HostError);
+            error_result(error_text(name, &failed), kind)
+        }
+    }
+}
+
+fn server_info() -> Implementation {
+    Implementation::new("wasm-mcp", env!("CARGO_PKG_VERSION"))
+}
+
+/// On 2026-07-28 every result names the server in its `_meta` (the spec's
+/// SHOULD; rmcp does it for `server/discover` only). Earlier revisions keep
+/// their shape.
+fn stamp_server_info(meta: &mut Option<MetaObject>, context: &RequestContext<RoleServer>) {
+    if context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+    {
+        let info = serde_json::to_value(server_info()).expect("an Implementation serializes");
+        meta.get_or_insert_default()
+            .insert("io.modelcontextprotocol/serverInfo".into(), info);
+    }
+}
+
+impl McpServer {
+    /// Runs one call against the current catalog, reporting its stages
+    /// when the request asked for progress.
+    async fn observed_call(
+        &self,
+        name: &str,
+        args: Value,
+        progress: Option<&Progress>,
+    ) -> Option<Outcome> {
+        let catalog = self.registry.catalog();
+        let Some(progress) = progress else {
+            return self.registry.call(&catalog, name, args).await;
         };
-        Ok(fit_response(result, &context.id, &name, self.max_response_bytes).into())
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = self
+            .registry
+            .call_observed(&catalog, name, args, move |stage| {
+                let _ = tx.send(stage);
+            });
+        let (outcome, ()) = tokio::join!(call, progress.forward(rx));
+        outcome
+    }
+}
+
+/// The message an error result shows, naming the tool where the kind needs it.
+fn error_text(name: &str, outcome: &Outcome) -> String {
+    let message = outcome.error_message().unwrap_or_default();
+    match outcome.kind() {
+        Some(ErrorKind::InvalidArguments) => format!("invalid arguments for {name}: {message}"),
+        Some(ErrorKind::ContractViolation) => {
+            tracing::warn!(tool = %name, "contract violation: {message}");
+            format!("tool {name} broke its contract: {message}")
+        }
+        _ => message,
     }
 }

@@ -4,6 +4,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock, RequestId};
 use serde_json::Value;
+use wasm_mcp_protocol::{text, ErrorKind, ERROR_KIND_META};
 
 /// Default cap on one serialized response: 15 MiB, under the 16 MiB line
 /// limit of rmcp's stdio transport (and other common clients).
@@ -15,33 +16,26 @@ pub const MAX_ERROR_MESSAGE_BYTES: usize = 64 << 10;
 /// JSON-RPC envelope around a result: `{"jsonrpc":"2.0","id":…,"result":…}\n`.
 const ENVELOPE_BYTES: usize = 64;
 
-/// An error result with `_meta["wasm-mcp/errorKind"]`; the message is
-/// capped at [`MAX_ERROR_MESSAGE_BYTES`].
-pub fn error_result(text: String, kind: &str) -> CallToolResult {
+/// An error result with `_meta[ERROR_KIND_META]`; the message is capped at
+/// [`MAX_ERROR_MESSAGE_BYTES`].
+pub fn error_result(text: String, kind: ErrorKind) -> CallToolResult {
     let mut r = CallToolResult::error(vec![ContentBlock::text(cap_message(text))]);
     let mut meta = rmcp::model::MetaObject::new();
-    meta.insert("wasm-mcp/errorKind".into(), Value::String(kind.into()));
+    meta.insert(ERROR_KIND_META.into(), Value::String(kind.as_str().into()));
     r.meta = Some(meta);
     r
 }
 
 /// Cut `text` to [`MAX_ERROR_MESSAGE_BYTES`] (on a char boundary), noting how
 /// much was cut.
-pub fn cap_message(mut text: String) -> String {
-    if text.len() <= MAX_ERROR_MESSAGE_BYTES {
-        return text;
-    }
+pub fn cap_message(text: String) -> String {
     let total = text.len();
-    let mut end = MAX_ERROR_MESSAGE_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push_str(&format!(
+    let shown = text::head_bytes(&text, MAX_ERROR_MESSAGE_BYTES).len();
+    let note = format!(
         " … [message cut: {} of {total} bytes not shown]",
-        total - end
-    ));
-    text
+        total - shown
+    );
+    text::truncate_marked(text, MAX_ERROR_MESSAGE_BYTES, &note)
 }
 
 /// Bytes the response carrying `result` for request `id` takes on the wire
@@ -73,7 +67,7 @@ pub fn fit_response(
         format!(
             "the response of {tool} would be {bytes} bytes once serialized, over the response limit of {max_bytes} bytes (--max-response-bytes)"
         ),
-        "output_too_large",
+        ErrorKind::OutputTooLarge,
     )
 }
 
@@ -97,7 +91,7 @@ mod tests {
 
     #[test]
     fn a_100_mib_error_message_is_cut_with_a_note() {
-        let r = error_result("é".repeat(50 << 20), "tool_error");
+        let r = error_result("é".repeat(50 << 20), ErrorKind::ToolError);
         let id = RequestId::Number(7);
         assert!(response_bytes(&r, &id) < 2 * MAX_ERROR_MESSAGE_BYTES);
         let text = serde_json::to_value(&r).unwrap()["content"][0]["text"]
@@ -128,7 +122,7 @@ mod tests {
         let fitted = fit_response(r.clone(), &id, "t", 2 << 20);
         assert_eq!(fitted.is_error, Some(true));
         assert_eq!(
-            fitted.meta.as_ref().unwrap().get("wasm-mcp/errorKind"),
+            fitted.meta.as_ref().unwrap().get(ERROR_KIND_META),
             Some(&json!("output_too_large"))
         );
         assert!(response_bytes(&fitted, &id) < 1024);

@@ -26,6 +26,19 @@ pub fn server_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_wasm-mcp"))
 }
 
+/// `wasm-agent` is built next to `wasm-mcp` by `cargo test --workspace`
+/// (or `cargo build -p wasm-mcp-harness`).
+#[allow(dead_code)] // not every suite uses it
+pub fn agent_bin() -> PathBuf {
+    let p = server_bin().with_file_name("wasm-agent");
+    assert!(
+        p.is_file(),
+        "{} not built: run `cargo build -p wasm-mcp-harness --bin wasm-agent`",
+        p.display()
+    );
+    p
+}
+
 /// A built plugin component under dist/.
 pub fn plugin(rel: &str) -> PathBuf {
     let p = repo_root().join("dist").join(rel);
@@ -53,39 +66,17 @@ pub fn plugin_dir(files: &[&str]) -> tempfile::TempDir {
 }
 
 /// Run git in `repo`; panics with git's stderr on failure.
-pub fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+#[allow(unused_imports)] // not every suite uses it
+pub use wasm_mcp_harness_testing::git;
 
 /// A fresh git repo with one commit (Cargo.toml, README.md).
 pub fn sample_repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path();
-    git(repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("Cargo.toml"), "[workspace]\nmembers = [\"a\"]\n").unwrap();
-    std::fs::write(repo.join("README.md"), "# sample\nA workspace for tests.\n").unwrap();
-    git(repo, &["add", "."]);
-    git(
-        repo,
+    wasm_mcp_harness_testing::init_repo(
+        dir.path(),
         &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
+            ("Cargo.toml", "[workspace]\nmembers = [\"a\"]\n"),
+            ("README.md", "# sample\nA workspace for tests.\n"),
         ],
     );
     dir
@@ -179,6 +170,16 @@ impl Server {
 
     /// Like [`Server::spawn`], with the server's stderr (its log) sent to `stderr`.
     fn spawn_with_stderr(worktree: &Path, plugins: &Path, extra: &[&str], stderr: Stdio) -> Server {
+        Self::spawn_with(worktree, plugins, extra, stderr, "warn")
+    }
+
+    fn spawn_with(
+        worktree: &Path,
+        plugins: &Path,
+        extra: &[&str],
+        stderr: Stdio,
+        log_level: &str,
+    ) -> Server {
         let mut cmd = Command::new(server_bin());
         cmd.arg("serve")
             .arg("--worktree")
@@ -188,7 +189,7 @@ impl Server {
             .arg("--cache-dir")
             .arg(cache_dir())
             .args(extra)
-            .env("WASM_MCP_LOG", "warn")
+            .env("WASM_MCP_LOG", log_level)
             // A canary: the server process has it, guests must never see it.
             .env("WASM_MCP_CANARY", "should-not-be-visible")
             .stdin(Stdio::piped())
@@ -421,5 +422,26 @@ impl Server {
                 Err(_) => self.garbage.push(line),
             }
         }
+    }
+}
+
+impl Server {
+    /// Spawn without any handshake (the 2026-07-28 revision has none), with
+    /// the server's log (at `info`) captured to a file.
+    pub fn spawn_logged(worktree: &Path, plugins: &Path, extra: &[&str]) -> (Server, ServerLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.log");
+        let file = std::fs::File::create(&path).unwrap();
+        let s = Self::spawn_with(worktree, plugins, extra, file.into(), "info");
+        (s, ServerLog { _dir: dir, path })
+    }
+
+    /// Send a request without waiting for its response; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&msg.to_string());
+        id
     }
 }

@@ -110,7 +110,7 @@ async fn main() {
                             print!("{t}");
                         }
                     }
-                    summarize(&report);
+                    summarize(&report, !quiet);
                     if report.interrupted {
                         EXIT_INTERRUPTED.into()
                     } else if report.ok() {
@@ -130,7 +130,9 @@ async fn main() {
     std::process::exit(code)
 }
 
-fn summarize(report: &RunReport) {
+/// The closing summary on stderr; the error is left out when the progress
+/// lines (`progress_shown`) already ended with it.
+fn summarize(report: &RunReport, progress_shown: bool) {
     let status = match (report.interrupted, report.ok()) {
         (true, _) => "INTERRUPTED",
         (false, true) => "ok",
@@ -144,7 +146,7 @@ fn summarize(report: &RunReport) {
         );
         eprintln!("final: {}", r.final_message);
     }
-    if let Some(e) = &report.error {
+    if let Some(e) = report.error.as_ref().filter(|_| !progress_shown) {
         eprintln!("error: {e}");
     }
     eprintln!("trace: {}", report.trace_path.display());

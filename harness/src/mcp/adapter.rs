@@ -14,15 +14,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
+    ResourceContents, ResultType,
+};
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use wasm_mcp_protocol::{ErrorKind as ServerErrorKind, ERROR_KIND_META};
 
 use crate::mcp::connection::ConnectionHandle;
+use crate::mcp::structured_binary;
 use crate::run::policy::{ArtifactMode, Policy, ToolPolicy};
 use crate::tools::catalog::CatalogSnapshot;
 use crate::tools::faults::{may_retry, CallFault};
-use crate::tools::naming::{sanitize, Binding};
-use crate::tools::registry::{HandlerFailure, HandlerOutput, ToolHandler, ToolSpec};
+use crate::tools::naming::sanitize;
+use crate::tools::registry::{
+    Artifact, HandlerFailure, HandlerOutput, RegisteredTool, ToolHandler,
+};
 use crate::BoxFut;
 
 /// Where non-text content goes.
@@ -103,149 +111,248 @@ impl ToolHandler for McpToolHandler {
     }
 }
 
+/// Text for the model, or a binary payload to store, from one content block.
+enum Block {
+    Text(String),
+    Binary {
+        kind: &'static str,
+        mime: String,
+        bytes: Result<Vec<u8>, String>,
+    },
+}
+
+/// One typed content block. A block rmcp cannot read (unknown type, missing
+/// field) is refused with the reason, never faked.
+fn read_block(raw: Value) -> Block {
+    let kind_hint = raw
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_string();
+    let block = match serde_json::from_value::<ContentBlock>(raw) {
+        Ok(b) => b,
+        Err(e) => {
+            return Block::Binary {
+                kind: "unsupported",
+                mime: format!("unknown/{kind_hint}"),
+                bytes: Err(format!("malformed or unsupported content block: {e}")),
+            }
+        }
+    };
+    match block {
+        ContentBlock::Text(t) => Block::Text(t.text),
+        ContentBlock::Image(i) => Block::Binary {
+            kind: "image",
+            bytes: b64(&i.data, "data"),
+            mime: i.mime_type,
+        },
+        ContentBlock::Audio(a) => Block::Binary {
+            kind: "audio",
+            bytes: b64(&a.data, "data"),
+            mime: a.mime_type,
+        },
+        ContentBlock::Resource(r) => match r.resource {
+            ResourceContents::TextResourceContents {
+                mime_type, text, ..
+            } => Block::Binary {
+                kind: "resource",
+                mime: mime_type.unwrap_or_else(|| OCTET_STREAM.into()),
+                bytes: Ok(text.into_bytes()),
+            },
+            ResourceContents::BlobResourceContents {
+                mime_type, blob, ..
+            } => Block::Binary {
+                kind: "resource",
+                mime: mime_type.unwrap_or_else(|| OCTET_STREAM.into()),
+                bytes: b64(&blob, "blob"),
+            },
+            _ => Block::Binary {
+                kind: "resource",
+                mime: OCTET_STREAM.into(),
+                bytes: Err("unsupported resource contents".into()),
+            },
+        },
+        ContentBlock::ResourceLink(l) => Block::Text(format!("[resource link: {}]", l.uri)),
+        _ => Block::Binary {
+            kind: "unsupported",
+            mime: format!("unknown/{kind_hint}"),
+            bytes: Err("unsupported content block".into()),
+        },
+    }
+}
+
+const OCTET_STREAM: &str = "application/octet-stream";
+
+/// Split a `tools/call` result into rmcp's typed [`CallToolResult`] (without
+/// its content) and the raw content blocks, read one by one so that one bad
+/// block is refused on its own instead of failing the whole result.
+fn split_result(v: Value) -> Result<(CallToolResult, Vec<Value>), CallFault> {
+    let Value::Object(mut obj) = v else {
+        return Err(CallFault::Protocol(
+            "tools/call result is not an object".into(),
+        ));
+    };
+    // An empty list stays in place: rmcp wants at least one known field.
+    let blocks = match obj.insert("content".into(), Value::Array(Vec::new())) {
+        Some(Value::Array(blocks)) => blocks,
+        _ => Vec::new(),
+    };
+    let result: CallToolResult = serde_json::from_value(Value::Object(obj))
+        .map_err(|e| CallFault::Protocol(format!("malformed tools/call result: {e}")))?;
+    Ok((result, blocks))
+}
+
 impl McpToolHandler {
     async fn convert(&self, v: Value) -> Result<HandlerOutput, CallFault> {
-        let obj = v
-            .as_object()
-            .ok_or_else(|| CallFault::Protocol("tools/call result is not an object".into()))?;
-        if obj
-            .get("resultType")
-            .and_then(Value::as_str)
-            .is_some_and(|t| t != "complete")
+        let (result, blocks) = split_result(v)?;
+        if result
+            .result_type
+            .as_ref()
+            .is_some_and(|t| *t != ResultType::COMPLETE)
         {
             return Err(CallFault::Protocol(
                 "unsupported non-complete tools/call result".into(),
             ));
         }
-        let is_error = obj.get("isError").and_then(Value::as_bool).unwrap_or(false);
-        // `"structuredContent": null` is no structured content (the text is the result).
-        let structured = obj
-            .get("structuredContent")
-            .filter(|v| !v.is_null())
-            .cloned();
         let mut texts = Vec::new();
-        let mut artifacts = Vec::new();
-        let mut refused = None;
-        let empty = Vec::new();
-        let blocks = obj
-            .get("content")
-            .and_then(Value::as_array)
-            .unwrap_or(&empty);
-        for b in blocks {
-            let kind = b.get("type").and_then(Value::as_str).unwrap_or("");
-            if kind == "text" {
-                texts.push(
-                    b.get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                );
-                continue;
-            }
-            // Non-text content.
-            let (mime, bytes): (String, Result<Vec<u8>, String>) = match kind {
-                "image" | "audio" => (
-                    b.get("mimeType")
-                        .and_then(Value::as_str)
-                        .unwrap_or("application/octet-stream")
-                        .into(),
-                    b64_field(b, "data"),
-                ),
-                "resource" => {
-                    let r = b.get("resource").cloned().unwrap_or(Value::Null);
-                    let mime = r
-                        .get("mimeType")
-                        .and_then(Value::as_str)
-                        .unwrap_or("application/octet-stream");
-                    if let Some(t) = r.get("text").and_then(Value::as_str) {
-                        (mime.into(), Ok(t.as_bytes().to_vec()))
-                    } else {
-                        (mime.into(), b64_field(&r, "blob"))
-                    }
+        let mut stored = StoredContent::default();
+        for raw in blocks {
+            match read_block(raw) {
+                Block::Text(t) => texts.push(t),
+                Block::Binary { kind, mime, bytes } => {
+                    self.keep_binary(&mut stored, kind, &mime, bytes).await;
                 }
-                "resource_link" => {
-                    let uri = b.get("uri").and_then(Value::as_str).unwrap_or("?");
-                    texts.push(format!("[resource link: {uri}]"));
-                    continue;
-                }
-                other => (
-                    format!("unknown/{other}"),
-                    Err("unsupported content block".into()),
-                ),
-            };
-            if self.artifact_mode == ArtifactMode::Refuse {
-                refused = Some(format!(
-                    "tool returned non-text content ({mime}), which policy refuses"
-                ));
-                continue;
-            }
-            match bytes {
-                Ok(bytes) => match self.artifacts.store(&self.remote, &mime, &bytes).await {
-                    Ok(p) => {
-                        texts.push(format!(
-                            "[{kind} content stored as artifact {} ({mime}, {} bytes)]",
-                            p.display(),
-                            bytes.len()
-                        ));
-                        artifacts.push(p);
-                    }
-                    Err(e) => refused = Some(format!("could not store {mime} artifact: {e}")),
-                },
-                Err(why) => refused = Some(format!("{why} ({kind}, {mime})")),
             }
         }
+        // `"structuredContent": null` is no structured content (the text is the result).
+        let server_kind = server_error_kind(&result);
+        let structured = result.structured_content.filter(|v| !v.is_null());
+        let model_structured = match &structured {
+            Some(s) => self.redact_binary(&mut stored, s).await,
+            None => None,
+        };
         Ok(HandlerOutput {
-            is_error,
+            is_error: result.is_error.unwrap_or(false),
+            server_kind,
             text: texts.join("\n"),
             structured,
-            artifacts,
-            refused,
+            model_structured,
+            artifacts: stored.artifacts,
+            refused: stored.refused,
             attempts: 1,
         })
     }
+
+    /// Store one binary payload as an artifact (or note why it was refused);
+    /// its reference, or `None` when it was not stored.
+    async fn keep_binary(
+        &self,
+        stored: &mut StoredContent,
+        kind: &'static str,
+        mime: &str,
+        bytes: Result<Vec<u8>, String>,
+    ) -> Option<String> {
+        if self.artifact_mode == ArtifactMode::Refuse {
+            stored.refused = Some(format!(
+                "tool returned non-text content ({mime}), which policy refuses"
+            ));
+            return None;
+        }
+        let bytes = match bytes {
+            Ok(b) => b,
+            Err(why) => {
+                stored.refused = Some(format!("{why} ({kind}, {mime})"));
+                return None;
+            }
+        };
+        let digest: [u8; 32] = Sha256::digest(&bytes).into();
+        if let Some(i) = stored.digests.iter().position(|d| *d == digest) {
+            return Some(stored.artifacts[i].reference.clone());
+        }
+        match self.artifacts.store(&self.remote, mime, &bytes).await {
+            Ok(path) => {
+                let reference = format!(
+                    "[{kind} content stored as artifact {} ({mime}, {} bytes)]",
+                    path.display(),
+                    bytes.len()
+                );
+                stored.digests.push(digest);
+                stored.artifacts.push(Artifact {
+                    path,
+                    reference: reference.clone(),
+                });
+                Some(reference)
+            }
+            Err(e) => {
+                stored.refused = Some(format!("could not store {mime} artifact: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The model's copy of `structured` with each binary string replaced by
+    /// its artifact's reference (the same artifact when a content block
+    /// already carried these bytes); `None` when there is nothing to replace.
+    async fn redact_binary(&self, stored: &mut StoredContent, structured: &Value) -> Option<Value> {
+        let found = structured_binary::find(structured);
+        if found.is_empty() {
+            return None;
+        }
+        let mut replacements = Vec::new();
+        for f in found {
+            let reference = self
+                .keep_binary(stored, "structured", &f.mime, Ok(f.bytes))
+                .await
+                .unwrap_or_else(|| "[binary content withheld]".to_string());
+            replacements.push((f.pointer, reference));
+        }
+        Some(structured_binary::replaced(structured, &replacements))
+    }
 }
 
-/// The base64 string field `field` of a content block, decoded. Missing or
-/// undecodable data is an error: nothing is stored in its place.
-fn b64_field(block: &Value, field: &str) -> Result<Vec<u8>, String> {
-    let data = block
-        .get(field)
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("content block has no `{field}`"))?;
+/// Artifacts stored for one result, and why content was refused, if it was.
+#[derive(Default)]
+struct StoredContent {
+    artifacts: Vec<Artifact>,
+    /// SHA-256 of each artifact's bytes, to reuse one artifact for repeats.
+    digests: Vec<[u8; 32]>,
+    refused: Option<String>,
+}
+
+/// The server's classification of an error result (`_meta[ERROR_KIND_META]`).
+fn server_error_kind(result: &CallToolResult) -> Option<ServerErrorKind> {
+    let meta = result.meta.as_ref()?;
+    ServerErrorKind::parse(meta.get(ERROR_KIND_META)?.as_str()?)
+}
+
+/// A base64 payload, decoded. Undecodable data is an error: nothing is
+/// stored in its place.
+fn b64(data: &str, field: &str) -> Result<Vec<u8>, String> {
     base64::engine::general_purpose::STANDARD
         .decode(data.trim())
         .map_err(|e| format!("content block `{field}` is not valid base64: {e}"))
 }
 
-/// Registry tools for every catalog entry, bound to the server connections.
-pub fn specs_from_catalog(
+/// Registry tools for every catalog tool, bound to the server connections.
+pub fn tools_from_catalog(
     snapshot: &CatalogSnapshot,
     conns: &HashMap<String, ConnectionHandle>,
     policy: &Policy,
     artifacts: &Arc<ArtifactStore>,
-) -> Vec<ToolSpec> {
+) -> Vec<RegisteredTool> {
     let mut out = Vec::new();
-    for e in snapshot.entries() {
-        let t = &e.tool;
-        let (Some(conn), Some(sp)) = (conns.get(&t.server_id), policy.server(&t.server_id)) else {
+    for tool in snapshot.entries() {
+        let Some(b) = &tool.binding else { continue };
+        let (Some(conn), Some(sp)) = (conns.get(&b.server_id), policy.server(&b.server_id)) else {
             continue;
         };
-        let tp = sp.tool_policy(&t.name);
-        out.push(ToolSpec {
-            local_name: e.local_name.clone(),
-            description: t.description.clone(),
-            parameters: t.input_schema.clone(),
-            input_validator: Some(t.input_validator.clone()),
-            output_validator: t.output_validator.clone(),
+        let tp = sp.tool_policy(&b.remote_name);
+        out.push(RegisteredTool {
+            tool: tool.clone(),
             policy: tp.clone(),
-            origin: Some(Binding {
-                server_id: t.server_id.clone(),
-                remote_name: t.name.clone(),
-            }),
-            annotations: t.annotations.clone(),
             handler: Arc::new(McpToolHandler {
                 conn: conn.clone(),
-                remote: t.name.clone(),
+                remote: b.remote_name.clone(),
                 timeout: sp.request_timeout(),
                 policy: tp,
                 artifacts: artifacts.clone(),
@@ -254,4 +361,64 @@ pub fn specs_from_catalog(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refusal(raw: Value) -> String {
+        match read_block(raw) {
+            Block::Binary {
+                bytes: Err(why), ..
+            } => why,
+            Block::Binary { bytes: Ok(_), .. } => panic!("accepted as binary"),
+            Block::Text(t) => panic!("accepted as text: {t}"),
+        }
+    }
+
+    #[test]
+    fn blocks_are_read_typed_and_bad_ones_refused() {
+        assert!(matches!(
+            read_block(json!({"type": "text", "text": "hi"})),
+            Block::Text(t) if t == "hi"
+        ));
+        assert!(matches!(
+            read_block(json!({"type": "resource_link", "uri": "file:///a", "name": "a"})),
+            Block::Text(t) if t == "[resource link: file:///a]"
+        ));
+        assert!(matches!(
+            read_block(json!({"type": "image", "data": "aGk=", "mimeType": "image/png"})),
+            Block::Binary { kind: "image", bytes: Ok(b), .. } if b == b"hi"
+        ));
+        assert!(refusal(json!({"type": "video", "data": "aGk="})).contains("unsupported"));
+        assert!(refusal(json!({"type": "audio", "mimeType": "audio/wav"})).contains("data"));
+        assert!(
+            refusal(json!({"type": "image", "data": "%%", "mimeType": "image/png"}))
+                .contains("base64")
+        );
+        assert!(refusal(json!("not an object")).contains("content block"));
+    }
+
+    #[test]
+    fn result_envelope_is_typed() {
+        let (r, blocks) = split_result(json!({
+            "content": [{"type": "text", "text": "x"}],
+            "isError": true,
+            "structuredContent": {"a": 1}
+        }))
+        .unwrap();
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(r.structured_content, Some(json!({"a": 1})));
+        assert_eq!(blocks.len(), 1);
+        assert_eq!(server_error_kind(&r), None);
+        let (r, _) = split_result(json!({
+            "content": [], "isError": true, "_meta": {"wasm-mcp/errorKind": "memory_limit"}
+        }))
+        .unwrap();
+        assert_eq!(server_error_kind(&r), Some(ServerErrorKind::MemoryLimit));
+        assert!(split_result(json!([1])).is_err());
+        assert!(split_result(json!({"isError": "yes"})).is_err());
+    }
 }

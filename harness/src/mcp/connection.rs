@@ -61,19 +61,6 @@ pub trait Connector: Send + Sync {
     fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>>;
 }
 
-/// A connector from a closure (in-process servers, tests).
-pub struct FnConnector<F>(pub F);
-
-impl<F> Connector for FnConnector<F>
-where
-    F: Fn() -> Result<Conduit, ConnectError> + Send + Sync,
-{
-    fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>> {
-        let r = (self.0)();
-        Box::pin(async move { r })
-    }
-}
-
 /// Spawns the policy's command: cleared env (only the listed vars + HOME), cwd
 /// from the policy, stderr appended to a log file in the task's runtime dir.
 pub struct ChildConnector {
@@ -190,7 +177,9 @@ impl Connection {
     ) -> Result<ConnectionHandle, ConnectError> {
         let server = server_id.to_string();
         let preferred: ProtocolVersion = serde_json::from_value(Value::String(
-            allowed_versions.first().cloned().unwrap_or_default(),
+            newest_version(allowed_versions)
+                .unwrap_or_default()
+                .to_string(),
         ))
         .map_err(|e| ConnectError::Other {
             server: server.clone(),
@@ -315,24 +304,22 @@ async fn owner_task(
         }
     }
 
-    let peer = service.peer().clone();
-    let mut poll = tokio::time::interval(Duration::from_millis(50));
-    let end = loop {
-        tokio::select! {
-            _ = &mut close_rx => break ConnState::Closed,
-            status = wait_child(&mut child) => {
-                break ConnState::Lost(format!("server process exited: {status}"));
-            }
-            _ = poll.tick() => {
-                if peer.is_transport_closed() || service.is_closed() {
-                    break ConnState::Lost("transport closed".into());
-                }
-            }
+    // The service loop ends when the transport closes: that is the signal.
+    let cancel = service.cancellation_token();
+    let mut service_done = Box::pin(service.waiting());
+    let (end, service_running) = tokio::select! {
+        _ = &mut close_rx => (ConnState::Closed, true),
+        status = wait_child(&mut child) => {
+            (ConnState::Lost(format!("server process exited: {status}")), true)
         }
+        _ = &mut service_done => (ConnState::Lost("transport closed".into()), false),
     };
     tracing::debug!(server, ?end, "closing MCP connection");
     let _ = state.send(end);
-    let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+    if service_running {
+        cancel.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), service_done).await;
+    }
     if let Some(mut c) = child.take() {
         // stdin is closed now; give the server a moment to exit, then kill.
         if tokio::time::timeout(Duration::from_secs(2), c.wait())
@@ -375,6 +362,12 @@ async fn cancelled(rx: &mut watch::Receiver<Option<String>>) -> String {
 async fn send_cancelled(peer: &Peer<RoleClient>, id: rmcp::model::RequestId, reason: &str) {
     let params = rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
     let _ = peer.notify_cancelled(params).await;
+}
+
+/// The newest version in `allowed`, whatever the list order. MCP versions
+/// are dates (`YYYY-MM-DD`), so the newest sorts last.
+pub fn newest_version(allowed: &[String]) -> Option<&str> {
+    allowed.iter().map(String::as_str).max()
 }
 
 fn check_handshake(
@@ -442,8 +435,9 @@ impl ConnectionHandle {
     }
 
     /// Send one request with a timeout; the result is the raw JSON of the response.
-    /// (Raw JSON, not rmcp's typed results, so malformed tools can be reported
-    /// precisely and no client-side response cache is involved.)
+    /// rmcp's untagged `ServerResult` falls back to a custom result when one
+    /// tool entry is off, so callers deserialize the typed result (e.g.
+    /// `ListToolsResult`, `CallToolResult`) from this value once, themselves.
     pub async fn request(&self, req: ClientRequest, timeout: Duration) -> Result<Value, CallFault> {
         if !self.is_alive() {
             return Err(CallFault::NotConnected);

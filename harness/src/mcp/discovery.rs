@@ -1,16 +1,19 @@
 //! `tools/list` discovery with hard limits and schema checks.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ClientRequest, ListToolsRequest, PaginatedRequestParams};
+use rmcp::model::{ClientRequest, ListToolsRequest, ListToolsResult, PaginatedRequestParams};
 use serde::Deserialize;
 use serde_json::Value;
+use wasm_mcp_protocol::MissingType;
 
 use crate::mcp::connection::ConnectionHandle;
 use crate::run::policy::ServerPolicy;
 use crate::tools::faults::CallFault;
+use crate::tools::naming::{local_name, Binding};
+use crate::tools::tool::Tool;
 use wasm_mcp_protocol::{CheckedSchema, SchemaLimits};
 
 pub const MAX_PAGES: usize = 100;
@@ -46,10 +49,11 @@ pub enum DiscoveryError {
     MissingAllowedTools(Vec<String>),
 }
 
-/// A tool exactly as listed by the server (fields kept as raw JSON).
+/// A `tools/list` entry as the server sent it, read leniently (schemas kept as
+/// raw JSON) so a broken entry is reported by name, or skipped when not exposed.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RawTool {
+pub struct ListedTool {
     pub name: String,
     #[serde(default)]
     pub title: Option<String>,
@@ -61,37 +65,74 @@ pub struct RawTool {
     pub output_schema: Option<Value>,
     #[serde(default)]
     pub annotations: Option<Value>,
+    /// `execution` (2025-11-25): `taskSupport` says whether the tool can,
+    /// or must, be called as a task.
+    #[serde(default)]
+    pub execution: Option<Value>,
 }
 
-/// A tool that passed discovery: exposed by policy, schemas compiled.
-#[derive(Clone)]
-pub struct DiscoveredTool {
-    pub server_id: String,
-    pub name: String,
-    pub description: String,
-    pub input_schema: Value,
-    pub output_schema: Option<Value>,
-    pub input_validator: Arc<CheckedSchema>,
-    pub output_validator: Option<Arc<CheckedSchema>>,
-    /// Hints only; never used for permission decisions.
-    pub annotations: Option<Value>,
-}
-
-impl std::fmt::Debug for DiscoveredTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiscoveredTool")
-            .field("server_id", &self.server_id)
-            .field("name", &self.name)
-            .finish_non_exhaustive()
+impl ListedTool {
+    /// The tool must be called as a task (`execution.taskSupport = "required"`).
+    fn requires_task(&self) -> bool {
+        self.execution
+            .as_ref()
+            .and_then(|e| e.get("taskSupport"))
+            .and_then(Value::as_str)
+            == Some("required")
     }
+}
+
+/// A `tools/list` entry that could not be read as a tool.
+#[derive(Debug, Clone)]
+pub struct BrokenEntry {
+    /// Its `name`, when that at least is a string.
+    pub name: Option<String>,
+    pub error: String,
+}
+
+/// Every entry of every page, readable or not.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub tools: Vec<ListedTool>,
+    pub broken: Vec<BrokenEntry>,
+}
+
+/// A listed tool that is not exposed, and why. Recorded in the trace.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SkippedTool {
+    pub name: String,
+    pub reason: String,
+}
+
+/// What discovery keeps from one server.
+#[derive(Debug, Default)]
+pub struct Selection {
+    pub tools: Vec<Tool>,
+    pub skipped: Vec<SkippedTool>,
+}
+
+/// Split one `tools/list` result into rmcp's typed [`ListToolsResult`]
+/// (without its tools) and the raw tool entries, read one by one so a broken
+/// entry is reported with its own error (and an unexposed one can be skipped).
+fn split_page(v: Value) -> Result<(ListToolsResult, Vec<Value>), DiscoveryError> {
+    let Value::Object(mut obj) = v else {
+        return Err(DiscoveryError::Malformed("result is not an object".into()));
+    };
+    let Some(Value::Array(entries)) = obj.insert("tools".into(), Value::Array(Vec::new())) else {
+        return Err(DiscoveryError::Malformed("missing `tools` array".into()));
+    };
+    let page = serde_json::from_value(Value::Object(obj))
+        .map_err(|e| DiscoveryError::Malformed(e.to_string()))?;
+    Ok((page, entries))
 }
 
 /// Fetch every page of `tools/list`.
 pub async fn list_all(
     conn: &ConnectionHandle,
     timeout: Duration,
-) -> Result<Vec<RawTool>, DiscoveryError> {
-    let mut tools = Vec::new();
+) -> Result<Listing, DiscoveryError> {
+    let mut listing = Listing::default();
+    let mut count = 0usize;
     let mut seen_cursors = HashSet::new();
     let mut cursor: Option<String> = None;
     for page in 0.. {
@@ -105,107 +146,146 @@ pub async fn list_all(
             Some(p) => ListToolsRequest::with_param(p),
             None => ListToolsRequest::default(),
         });
-        let result = conn.request(req, timeout).await?;
-        let obj = result
-            .as_object()
-            .ok_or_else(|| DiscoveryError::Malformed("result is not an object".into()))?;
-        let page_tools = obj
-            .get("tools")
-            .and_then(Value::as_array)
-            .ok_or_else(|| DiscoveryError::Malformed("missing `tools` array".into()))?;
-        for t in page_tools {
-            if tools.len() >= MAX_TOOLS {
+        let (page, entries) = split_page(conn.request(req, timeout).await?)?;
+        for t in entries {
+            count += 1;
+            if count > MAX_TOOLS {
                 return Err(DiscoveryError::TooManyTools);
             }
-            let raw: RawTool = serde_json::from_value(t.clone())
-                .map_err(|e| DiscoveryError::Malformed(format!("tool entry: {e}")))?;
-            tools.push(raw);
-        }
-        match obj.get("nextCursor") {
-            None | Some(Value::Null) => break,
-            Some(Value::String(c)) => {
-                if !seen_cursors.insert(c.clone()) {
-                    return Err(DiscoveryError::RepeatedCursor(c.clone()));
-                }
-                cursor = Some(c.clone());
-            }
-            Some(other) => {
-                return Err(DiscoveryError::Malformed(format!("nextCursor: {other}")));
+            let name = t.get("name").and_then(Value::as_str).map(str::to_string);
+            match serde_json::from_value::<ListedTool>(t) {
+                Ok(tool) => listing.tools.push(tool),
+                Err(e) => listing.broken.push(BrokenEntry {
+                    name,
+                    error: e.to_string(),
+                }),
             }
         }
+        let Some(c) = page.next_cursor else { break };
+        if !seen_cursors.insert(c.clone()) {
+            return Err(DiscoveryError::RepeatedCursor(c));
+        }
+        cursor = Some(c);
     }
-    Ok(tools)
+    Ok(listing)
 }
 
+/// The client accepts an object schema without `"type"` (the server does not).
 fn is_object_schema(v: &Value) -> bool {
-    match v.as_object() {
-        Some(o) => match o.get("type") {
-            None => true,
-            Some(Value::String(t)) => t == "object",
-            Some(_) => false,
-        },
-        None => false,
-    }
+    wasm_mcp_protocol::is_object_schema(v, MissingType::Allow)
 }
 
-/// Apply policy and checks to a raw listing.
-///
-/// Duplicates and limits are checked over the whole listing; schema checks only
-/// for tools the policy exposes (a broken tool that is never exposed does not
-/// break the task).
-pub fn select(
+/// Apply policy and checks to a listing: broken entries the policy would
+/// expose refuse the server, naming the tool; the others are skipped.
+pub fn select_listing(
     policy: &ServerPolicy,
-    raw: Vec<RawTool>,
-) -> Result<Vec<DiscoveredTool>, DiscoveryError> {
-    let mut names = HashSet::new();
-    for t in &raw {
-        if !names.insert(t.name.clone()) {
-            return Err(DiscoveryError::DuplicateName(t.name.clone()));
+    listing: Listing,
+) -> Result<Selection, DiscoveryError> {
+    let mut skipped = Vec::new();
+    for b in listing.broken {
+        match b.name {
+            Some(name) if policy.is_exposed(&name) => {
+                return Err(DiscoveryError::Malformed(format!(
+                    "tool `{name}`: {}",
+                    b.error
+                )))
+            }
+            name => skipped.push(SkippedTool {
+                name: name.unwrap_or_else(|| "(no name)".into()),
+                reason: format!("unreadable tools/list entry: {}", b.error),
+            }),
         }
+    }
+    let mut selection = select(policy, listing.tools)?;
+    skipped.append(&mut selection.skipped);
+    selection.skipped = skipped;
+    Ok(selection)
+}
+
+/// Apply policy and checks to the readable tools.
+///
+/// Limits are checked over the whole listing; everything else only for the
+/// tools the policy exposes. A problem confined to a tool that is not exposed
+/// (a duplicate name, a schema the client cannot compile) skips that tool;
+/// the same problem with an exposed tool refuses the server. Tools that must
+/// be called as tasks are skipped: the harness does not make task calls.
+pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, DiscoveryError> {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for t in &raw {
+        *counts.entry(t.name.as_str()).or_default() += 1;
     }
     let missing: Vec<String> = policy
         .required_tools()
         .into_iter()
-        .filter(|t| !names.contains(*t))
+        .filter(|t| !counts.contains_key(*t))
         .map(str::to_string)
         .collect();
     if !missing.is_empty() {
         return Err(DiscoveryError::MissingAllowedTools(missing));
     }
-    let mut out = Vec::new();
+    let duplicates: HashSet<String> = counts
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let mut out = Selection::default();
     for t in raw {
         if !policy.is_exposed(&t.name) {
+            if duplicates.contains(&t.name) && !out.skipped.iter().any(|s| s.name == t.name) {
+                out.skipped.push(SkippedTool {
+                    reason: "duplicate tool name (not exposed by policy)".into(),
+                    name: t.name,
+                });
+            }
             continue;
         }
-        if !is_object_schema(&t.input_schema) {
-            return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
+        if duplicates.contains(&t.name) {
+            return Err(DiscoveryError::DuplicateName(t.name));
         }
-        let input_validator = compile_schema(&t.name, "input", &t.input_schema)?;
-        let output_validator = match &t.output_schema {
-            None | Some(Value::Null) => None,
-            Some(s) if !is_object_schema(s) => {
-                return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
-            }
-            Some(s) => Some(compile_schema(&t.name, "output", s)?),
-        };
-        let description = wasm_mcp_protocol::cap_description(
-            t.description
-                .as_deref()
-                .or(t.title.as_deref())
-                .unwrap_or(""),
-        );
-        out.push(DiscoveredTool {
-            server_id: policy.id.clone(),
-            name: t.name,
-            description,
-            input_schema: t.input_schema,
-            output_schema: t.output_schema.filter(|v| !v.is_null()),
-            input_validator,
-            output_validator,
-            annotations: t.annotations,
-        });
+        if t.requires_task() {
+            out.skipped.push(SkippedTool {
+                reason: "execution.taskSupport is \"required\": the harness does not make task-augmented calls".into(),
+                name: t.name,
+            });
+            continue;
+        }
+        out.tools.push(build_tool(policy, t)?);
     }
     Ok(out)
+}
+
+/// An exposed tool, its schemas compiled within the limits.
+fn build_tool(policy: &ServerPolicy, t: ListedTool) -> Result<Tool, DiscoveryError> {
+    if !is_object_schema(&t.input_schema) {
+        return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
+    }
+    let input_validator = compile_schema(&t.name, "input", &t.input_schema)?;
+    let output_validator = match &t.output_schema {
+        None | Some(Value::Null) => None,
+        Some(s) if !is_object_schema(s) => {
+            return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
+        }
+        Some(s) => Some(compile_schema(&t.name, "output", s)?),
+    };
+    let description = wasm_mcp_protocol::cap_description(
+        t.description
+            .as_deref()
+            .or(t.title.as_deref())
+            .unwrap_or(""),
+    );
+    Ok(Tool {
+        local_name: local_name(&policy.id, &t.name),
+        binding: Some(Binding {
+            server_id: policy.id.clone(),
+            remote_name: t.name,
+        }),
+        description,
+        input_schema: t.input_schema,
+        output_schema: t.output_schema.filter(|v| !v.is_null()),
+        input_validator: Some(input_validator),
+        output_validator,
+        annotations: t.annotations,
+    })
 }
 
 /// Compile a server's schema within the [`SchemaLimits`] (size, depth,
@@ -225,13 +305,13 @@ fn compile_schema(
         })
 }
 
-/// `list_all` + `select`.
+/// `list_all` + `select_listing`.
 pub async fn discover(
     conn: &ConnectionHandle,
     policy: &ServerPolicy,
-) -> Result<Vec<DiscoveredTool>, DiscoveryError> {
-    let raw = list_all(conn, policy.request_timeout()).await?;
-    select(policy, raw)
+) -> Result<Selection, DiscoveryError> {
+    let listing = list_all(conn, policy.request_timeout()).await?;
+    select_listing(policy, listing)
 }
 
 #[cfg(test)]
@@ -247,7 +327,7 @@ mod tests {
         Policy::from_toml(&toml).unwrap().servers.remove(0)
     }
 
-    fn raw(name: &str, schema: Value) -> RawTool {
+    fn raw(name: &str, schema: Value) -> ListedTool {
         serde_json::from_value(json!({"name": name, "description": "d", "inputSchema": schema}))
             .unwrap()
     }
@@ -264,10 +344,11 @@ mod tests {
             vec![raw("a", obj()), raw("b", obj()), raw("secret", obj())],
         )
         .unwrap();
-        let names: Vec<_> = got.iter().map(|t| t.name.as_str()).collect();
+        let names: Vec<_> = got.tools.iter().filter_map(|t| t.remote_name()).collect();
         assert_eq!(names, ["a"], "b unlisted, secret denied");
-        assert!(got[0].input_validator.is_valid(&json!({"path": "x"})));
-        assert!(!got[0].input_validator.is_valid(&json!({"path": 3})));
+        let input = got.tools[0].input_validator.as_ref().unwrap();
+        assert!(input.is_valid(&json!({"path": "x"})));
+        assert!(!input.is_valid(&json!({"path": 3})));
     }
 
     #[test]
@@ -301,6 +382,53 @@ mod tests {
         ));
         // Unexposed broken tool is ignored.
         assert!(select(&p, vec![raw("a", obj()), raw("junk", json!(5))]).is_ok());
+    }
+
+    /// Problems confined to tools the policy does not expose skip those
+    /// tools (recorded), and task-only tools are never exposed.
+    #[test]
+    fn problems_of_unexposed_tools_skip_them_and_task_only_tools_are_hidden() {
+        let p = policy(&["a", "t"]);
+        let mut task_only = raw("t", obj());
+        task_only.execution = Some(json!({"taskSupport": "required"}));
+        let mut optional = raw("a", obj());
+        optional.execution = Some(json!({"taskSupport": "optional"}));
+        let dialect = json!({"$schema": "https://example.com/unknown-dialect", "type": "object"});
+        let got = select(
+            &p,
+            vec![
+                optional,
+                task_only,
+                raw("dup", obj()),
+                raw("dup", obj()),
+                raw("odd", dialect),
+            ],
+        )
+        .unwrap();
+        let names: Vec<_> = got.tools.iter().filter_map(|t| t.remote_name()).collect();
+        assert_eq!(names, ["a"]);
+        let skipped: Vec<_> = got.skipped.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(skipped, ["t", "dup"]);
+        assert!(got.skipped[0].reason.contains("taskSupport"));
+        // An exposed tool with the unknown dialect refuses the server.
+        let p = policy(&["odd"]);
+        let dialect = json!({"$schema": "https://example.com/unknown-dialect", "type": "object"});
+        let err = select(&p, vec![raw("odd", dialect)]).unwrap_err();
+        assert!(err.to_string().contains("odd"), "{err}");
+        // Broken entries: skipped unless exposed.
+        let listing = |name: &str| Listing {
+            tools: vec![raw("a", obj()), raw("t", obj())],
+            broken: vec![BrokenEntry {
+                name: Some(name.into()),
+                error: "invalid type: integer `5`, expected a string".into(),
+            }],
+        };
+        let p = policy(&["a", "t"]);
+        let got = select_listing(&p, listing("other")).unwrap();
+        assert_eq!(got.tools.len(), 2);
+        assert_eq!(got.skipped[0].name, "other");
+        let err = select_listing(&p, listing("a")).unwrap_err();
+        assert!(err.to_string().contains("tool `a`"), "{err}");
     }
 
     /// A `$ref` chain that would take 2^40 steps to validate is refused at
@@ -344,6 +472,9 @@ mod tests {
         let mut t = raw("a", obj());
         t.description = Some("é".repeat(5000));
         let got = select(&p, vec![t]).unwrap();
-        assert_eq!(got[0].description.chars().count(), MAX_DESCRIPTION_CHARS);
+        assert_eq!(
+            got.tools[0].description.chars().count(),
+            MAX_DESCRIPTION_CHARS
+        );
     }
 }

@@ -5,3 +5,4 @@ pub mod adapter;
 pub mod connection;
 pub mod discovery;
 pub mod frame_guard;
+pub mod structured_binary;

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::tools::catalog::CatalogSnapshot;
-use crate::tools::registry::ToolDef;
+use crate::tools::tool::{NameResolver, Tool};
 use crate::BoxFut;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -69,12 +68,12 @@ impl ChatMessage {
     }
 }
 
-/// One model round's input. `catalog` is the round's frozen snapshot (never sent
-/// over the wire; the scripted provider uses it to resolve remote tool names).
+/// One model round's input. `names` resolves remote tool names in the round's
+/// frozen snapshot (never sent over the wire; the scripted provider uses it).
 pub struct ChatRequest<'a> {
     pub messages: &'a [ChatMessage],
-    pub tools: &'a [ToolDef],
-    pub catalog: Arc<CatalogSnapshot>,
+    pub tools: &'a [Arc<Tool>],
+    pub names: &'a dyn NameResolver,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -95,9 +95,9 @@ impl OpenAiProvider {
                     .iter()
                     .map(|t| {
                         json!({"type": "function", "function": {
-                            "name": t.name,
+                            "name": t.local_name,
                             "description": t.description,
-                            "parameters": t.parameters,
+                            "parameters": t.input_schema,
                         }})
                     })
                     .collect(),
@@ -131,7 +131,7 @@ impl ChatProvider for OpenAiProvider {
             let text = read_body(resp).await?;
             if !status.is_success() {
                 // By chars: a byte cut could split a UTF-8 sequence (and panic).
-                let body = text.chars().take(MAX_ERROR_BODY_CHARS).collect();
+                let body = wasm_mcp_protocol::text::head_chars(&text, MAX_ERROR_BODY_CHARS).into();
                 return Err(ProviderError::Status {
                     status: status.as_u16(),
                     body,

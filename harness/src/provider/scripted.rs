@@ -1,7 +1,7 @@
 //! Offline scripted provider, driven by the task file.
 //!
 //! Each step names a *remote* tool (resolved to its local name through the
-//! round's catalog snapshot) and arguments; after the last step the final
+//! round's name resolver) and arguments; after the last step the final
 //! message is returned. The provider is stateless: it reads the conversation to
 //! see which steps ran and what they returned, and fails the run when a result
 //! does not match the step's expectation (`expect_error`, `expect_contains`).
@@ -140,7 +140,7 @@ impl ScriptedProvider {
             message,
         };
         let local = req
-            .catalog
+            .names
             .local_for(step.server.as_deref(), &step.tool)
             .ok_or_else(|| {
                 err(format!(
@@ -148,7 +148,7 @@ impl ScriptedProvider {
                     step.tool
                 ))
             })?;
-        if !req.tools.iter().any(|t| t.name == local) {
+        if !req.tools.iter().any(|t| t.local_name == local) {
             return Err(err(format!("tool `{local}` is not offered this round")));
         }
         let args = render(&step.args, &values).map_err(err)?;

@@ -76,7 +76,7 @@ pub async fn run_loop_until(
         }
         let snapshot = session.snapshot();
         let registry = session.registry();
-        let tools = registry.tool_defs();
+        let tools = registry.tools();
         res.rounds = round;
         trace.record(
             "round_start",
@@ -86,7 +86,7 @@ pub async fn run_loop_until(
             r = provider.complete(ChatRequest {
                 messages: &messages,
                 tools: &tools,
-                catalog: snapshot.clone(),
+                names: &*snapshot,
             }) => r,
             _ = stop.fired() => return Err(interrupted(trace)),
         };
@@ -124,7 +124,7 @@ pub async fn run_loop_until(
             trace.record(
                 "tool_call_start",
                 json!({"round": round, "call_id": call.id, "tool": call.function.name,
-                       "origin": registry.get(&call.function.name).and_then(|s| s.origin.clone()),
+                       "origin": registry.get(&call.function.name).and_then(|s| s.tool.binding.clone()),
                        "arguments": call.function.arguments}),
             );
             let started = std::time::Instant::now();
@@ -147,10 +147,10 @@ pub async fn run_loop_until(
             if outcome.is_error() {
                 res.tool_errors += 1;
             }
-            if outcome.state == crate::tools::faults::CallState::Unknown {
+            if outcome.state() == crate::tools::faults::CallState::Unknown {
                 res.unknown_state_calls += 1;
             }
-            if let Some(v) = &outcome.contract_violation {
+            if let Some(v) = outcome.contract_violation() {
                 res.contract_violations += 1;
                 trace.record(
                     "contract_violation",
@@ -167,9 +167,10 @@ pub async fn run_loop_until(
                     "origin": outcome.origin,
                     "arguments": call.function.arguments,
                     "stages": outcome.stages,
-                    "state": outcome.state,
-                    "error": outcome.error,
-                    "fault": outcome.fault,
+                    "state": outcome.state(),
+                    "error": outcome.error(),
+                    "server_error_kind": outcome.server_error_kind().map(|k| k.as_str()),
+                    "fault": outcome.fault().map(ToString::to_string),
                     "attempts": outcome.attempts,
                     "artifacts": outcome.artifacts,
                     "result": outcome.model_text,

@@ -167,8 +167,8 @@ fn make_writable(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{build_deep_chain, fast_tempdir};
     use std::os::unix::fs::symlink;
+    use wasm_mcp_harness_testing::{build_deep_chain, fast_tempdir};
 
     #[test]
     fn removes_a_30000_level_tree_without_recursion() {

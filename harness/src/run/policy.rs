@@ -200,6 +200,15 @@ impl ServerPolicy {
         if self.protocol_versions.is_empty() {
             return Err(bad("protocol_versions is empty".into()));
         }
+        if let Some(v) = self
+            .protocol_versions
+            .iter()
+            .find(|v| !is_protocol_version(v))
+        {
+            return Err(bad(format!(
+                "protocol_versions: `{v}` is not an MCP version (YYYY-MM-DD)"
+            )));
+        }
         if let Some(k) = self
             .env
             .keys()
@@ -246,32 +255,44 @@ pub struct LaunchSpec {
     pub env: BTreeMap<String, String>,
 }
 
+/// An MCP protocol version: a date, `YYYY-MM-DD`.
+fn is_protocol_version(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// How `approval = "ask"` is decided.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApproverMode {
+    /// No human: `ask` resolves to `ask_default`.
+    #[default]
+    NonInteractive,
+}
+
+/// What `ask` resolves to without a human.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum AskDefault {
+    #[default]
+    Deny,
+    Approve,
+}
+
 /// Answer of the non-interactive approver to `approval = "ask"`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ApproverPolicy {
     /// `"non-interactive"` (the only built-in mode).
-    #[serde(default = "default_mode")]
-    pub mode: String,
-    /// What `ask` resolves to without a human: `"deny"` (default) or `"approve"`.
-    #[serde(default = "default_ask")]
-    pub ask_default: String,
-}
-
-fn default_mode() -> String {
-    "non-interactive".into()
-}
-fn default_ask() -> String {
-    "deny".into()
-}
-
-impl Default for ApproverPolicy {
-    fn default() -> Self {
-        Self {
-            mode: default_mode(),
-            ask_default: default_ask(),
-        }
-    }
+    #[serde(default)]
+    pub mode: ApproverMode,
+    /// `"deny"` (default) or `"approve"`.
+    #[serde(default)]
+    pub ask_default: AskDefault,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -406,17 +427,6 @@ impl Policy {
                     s.id
                 )));
             }
-        }
-        if approver.mode != "non-interactive" {
-            return Err(PolicyError::Global(format!(
-                "approver.mode `{}` unsupported (non-interactive)",
-                approver.mode
-            )));
-        }
-        if approver.ask_default != "deny" && approver.ask_default != "approve" {
-            return Err(PolicyError::Global(
-                "approver.ask_default must be `deny` or `approve`".into(),
-            ));
         }
         if max_rounds == 0 {
             return Err(PolicyError::Global("max_rounds must be > 0".into()));

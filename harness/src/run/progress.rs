@@ -78,6 +78,12 @@ pub fn render(ev: &Value) -> Option<String> {
             text(&ev["server"]),
             text(&ev["error"])
         ),
+        "tool_skipped" => format!(
+            "  skipped tool {}.{}: {}",
+            text(&ev["server"]),
+            text(&ev["tool"]),
+            text(&ev["reason"])
+        ),
         "server_lost" => format!("! server {} lost", text(&ev["server"])),
         "server_reconnected" => format!("server {} reconnected", text(&ev["server"])),
         "round_start" => format!(
@@ -165,6 +171,13 @@ mod tests {
         .unwrap();
         assert_eq!(failed, "  ✗ t unknown [fault] in 12 ms: error: timed out");
         assert_eq!(render(&json!({"kind": "catalog"})), None);
+        let skipped = render(&json!({"kind": "tool_skipped", "server": "ws", "tool": "t",
+            "reason": "duplicate tool name (not exposed by policy)"}))
+        .unwrap();
+        assert_eq!(
+            skipped,
+            "  skipped tool ws.t: duplicate tool name (not exposed by policy)"
+        );
         assert!(render(
             &json!({"kind": "round_start", "round": 2, "catalog_version": 1, "tools": 4})
         )

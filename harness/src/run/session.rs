@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::mcp::adapter::{specs_from_catalog, ArtifactStore};
+use crate::mcp::adapter::{tools_from_catalog, ArtifactStore};
 use crate::mcp::connection::{ConnState, ConnectError, Connection, ConnectionHandle, Connector};
-use crate::mcp::discovery::{discover, DiscoveredTool, DiscoveryError};
+use crate::mcp::discovery::{discover, DiscoveryError};
 use crate::run::policy::Policy;
 use crate::run::trace::Trace;
 use crate::tools::catalog::{Catalog, CatalogSnapshot};
 use crate::tools::naming::NameCollision;
 use crate::tools::registry::ToolRegistry;
+use crate::tools::tool::Tool;
 
 pub const MAX_RECONNECTS: u32 = 3;
 const INIT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -27,10 +28,12 @@ const INIT_TIMEOUT: Duration = Duration::from_secs(20);
 pub enum SessionError {
     #[error(transparent)]
     Connect(#[from] ConnectError),
-    #[error("server `{server}`: {source}")]
+    /// The message names the server and the problem once (the problem is
+    /// not also a `source`, so an error chain does not repeat it).
+    #[error("server `{server}`: {problem}")]
     Discovery {
         server: String,
-        source: DiscoveryError,
+        problem: DiscoveryError,
     },
     #[error(transparent)]
     Collision(#[from] NameCollision),
@@ -122,18 +125,24 @@ impl ToolSession {
         Ok(s)
     }
 
-    async fn discover_all(&self) -> Result<Vec<DiscoveredTool>, SessionError> {
+    async fn discover_all(&self) -> Result<Vec<Tool>, SessionError> {
         let mut tools = Vec::new();
         for slot in &self.slots {
             let sp = self.policy.server(&slot.id).expect("slot from policy");
             let found =
                 discover(&slot.conn, sp)
                     .await
-                    .map_err(|source| SessionError::Discovery {
+                    .map_err(|problem| SessionError::Discovery {
                         server: slot.id.clone(),
-                        source,
+                        problem,
                     })?;
-            tools.extend(found);
+            for skipped in &found.skipped {
+                self.trace.record(
+                    "tool_skipped",
+                    json!({"server": slot.id, "tool": skipped.name, "reason": skipped.reason}),
+                );
+            }
+            tools.extend(found.tools);
         }
         Ok(tools)
     }
@@ -151,7 +160,7 @@ impl ToolSession {
             .iter()
             .map(|s| (s.id.clone(), s.conn.clone()))
             .collect();
-        let specs = specs_from_catalog(
+        let specs = tools_from_catalog(
             &self.catalog.snapshot(),
             &conns,
             &self.policy,
@@ -167,7 +176,7 @@ impl ToolSession {
 
     /// Between rounds: reconnect lost servers, refresh a dirty catalog.
     pub async fn safe_point(&mut self) -> Result<(), SessionError> {
-        let mut dirty = self.catalog.is_dirty();
+        let mut dirty = false;
         for i in 0..self.slots.len() {
             let state = self.slots[i].conn.state();
             let lost = !self.slots[i].conn.is_alive();
@@ -201,7 +210,6 @@ impl ToolSession {
             }
         }
         if dirty {
-            self.catalog.mark_dirty();
             self.rebuild().await?;
         }
         Ok(())
@@ -213,10 +221,6 @@ impl ToolSession {
 
     pub fn registry(&self) -> &ToolRegistry {
         &self.registry
-    }
-
-    pub fn registry_mut(&mut self) -> &mut ToolRegistry {
-        &mut self.registry
     }
 
     pub fn connection(&self, server: &str) -> Option<&ConnectionHandle> {

@@ -193,35 +193,9 @@ impl Drop for Worktree {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::process::Command;
 
-    pub(crate) fn init_repo(dir: &Path) {
-        let run = |args: &[&str]| {
-            let st = Command::new("git")
-                .arg("-C")
-                .arg(dir)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                st.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&st.stderr)
-            );
-        };
-        run(&["init", "-q", "-b", "main"]);
-        std::fs::write(dir.join("README.md"), "# Demo\nhello world\n").unwrap();
-        run(&["add", "."]);
-        run(&[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "init",
-        ]);
+    fn init_repo(dir: &Path) {
+        wasm_mcp_harness_testing::init_repo(dir, &[("README.md", "# Demo\nhello world\n")]);
     }
 
     #[test]

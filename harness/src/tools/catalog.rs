@@ -1,46 +1,35 @@
 //! The tool catalog: an immutable snapshot per model round.
 //!
-//! `notifications/tools/list_changed` (or a reconnect) only marks the catalog
-//! dirty; the new snapshot is built completely and swapped in at the next safe
-//! point (between rounds), so a round never sees a half-updated tool set. Every
-//! snapshot has a version that the trace records per round.
+//! `notifications/tools/list_changed` (or a reconnect) is only acted on at the
+//! next safe point (between rounds): the new snapshot is built completely and
+//! swapped in, so a round never sees a half-updated tool set. Every snapshot
+//! has a version that the trace records per round.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::mcp::discovery::DiscoveredTool;
 use crate::tools::naming::{Binding, BindingTable, NameCollision};
-
-/// One exposed tool under its local name.
-#[derive(Debug, Clone)]
-pub struct CatalogEntry {
-    pub local_name: String,
-    pub tool: DiscoveredTool,
-}
+use crate::tools::tool::{NameResolver, Tool};
 
 #[derive(Debug, Default)]
 pub struct CatalogSnapshot {
     pub version: u64,
     /// Ordered by local name (stable tool order for the model).
-    entries: BTreeMap<String, Arc<CatalogEntry>>,
+    entries: BTreeMap<String, Arc<Tool>>,
     bindings: BindingTable,
 }
 
 impl CatalogSnapshot {
     /// Build from the tools of all servers; fails on a local-name collision.
-    pub fn build(version: u64, tools: Vec<DiscoveredTool>) -> Result<Self, NameCollision> {
+    pub fn build(version: u64, tools: Vec<Tool>) -> Result<Self, NameCollision> {
         let mut bindings = BindingTable::default();
         let mut entries = BTreeMap::new();
         for tool in tools {
-            let local = bindings.bind(&tool.server_id, &tool.name)?;
-            entries.insert(
-                local.clone(),
-                Arc::new(CatalogEntry {
-                    local_name: local,
-                    tool,
-                }),
-            );
+            let Some(b) = &tool.binding else {
+                continue; // the catalog holds server tools only
+            };
+            bindings.bind_as(tool.local_name.clone(), &b.server_id, &b.remote_name)?;
+            entries.insert(tool.local_name.clone(), Arc::new(tool));
         }
         Ok(Self {
             version,
@@ -49,7 +38,7 @@ impl CatalogSnapshot {
         })
     }
 
-    pub fn get(&self, local: &str) -> Option<&Arc<CatalogEntry>> {
+    pub fn get(&self, local: &str) -> Option<&Arc<Tool>> {
         self.entries.get(local)
     }
 
@@ -66,15 +55,15 @@ impl CatalogSnapshot {
                 let mut hits = self
                     .entries
                     .values()
-                    .filter(|e| e.tool.name == remote)
-                    .map(|e| e.local_name.as_str());
+                    .filter(|t| t.remote_name() == Some(remote))
+                    .map(|t| t.local_name.as_str());
                 let first = hits.next()?;
                 hits.next().is_none().then_some(first)
             }
         }
     }
 
-    pub fn entries(&self) -> impl Iterator<Item = &Arc<CatalogEntry>> {
+    pub fn entries(&self) -> impl Iterator<Item = &Arc<Tool>> {
         self.entries.values()
     }
 
@@ -87,18 +76,22 @@ impl CatalogSnapshot {
     }
 }
 
-/// Holds the current snapshot and the dirty flag.
+impl NameResolver for CatalogSnapshot {
+    fn local_for(&self, server: Option<&str>, remote: &str) -> Option<String> {
+        CatalogSnapshot::local_for(self, server, remote).map(str::to_string)
+    }
+}
+
+/// Holds the current snapshot.
 #[derive(Debug)]
 pub struct Catalog {
     current: Arc<CatalogSnapshot>,
-    dirty: Arc<AtomicBool>,
 }
 
 impl Catalog {
     pub fn new(initial: CatalogSnapshot) -> Self {
         Self {
             current: Arc::new(initial),
-            dirty: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -111,25 +104,11 @@ impl Catalog {
         self.current.version
     }
 
-    pub fn mark_dirty(&self) {
-        self.dirty.store(true, Ordering::SeqCst);
-    }
-
-    pub fn is_dirty(&self) -> bool {
-        self.dirty.load(Ordering::SeqCst)
-    }
-
-    /// A flag others can set (e.g. notification handlers).
-    pub fn dirty_flag(&self) -> Arc<AtomicBool> {
-        self.dirty.clone()
-    }
-
     /// At a safe point: rebuild from `tools` and swap atomically. On error the
-    /// old snapshot stays and the catalog stays dirty.
-    pub fn refresh(&mut self, tools: Vec<DiscoveredTool>) -> Result<u64, NameCollision> {
+    /// old snapshot stays.
+    pub fn refresh(&mut self, tools: Vec<Tool>) -> Result<u64, NameCollision> {
         let next = CatalogSnapshot::build(self.current.version + 1, tools)?;
         self.current = Arc::new(next);
-        self.dirty.store(false, Ordering::SeqCst);
         Ok(self.current.version)
     }
 }
@@ -139,15 +118,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    pub(crate) fn tool(server: &str, name: &str) -> DiscoveredTool {
+    pub(crate) fn tool(server: &str, name: &str) -> Tool {
         let schema = json!({"type": "object"});
-        DiscoveredTool {
-            server_id: server.into(),
-            name: name.into(),
+        Tool {
+            local_name: crate::tools::naming::local_name(server, name),
+            binding: Some(Binding {
+                server_id: server.into(),
+                remote_name: name.into(),
+            }),
             description: String::new(),
-            input_validator: Arc::new(
+            input_validator: Some(Arc::new(
                 wasm_mcp_protocol::CheckedSchema::compile(&schema, &Default::default()).unwrap(),
-            ),
+            )),
             input_schema: schema,
             output_schema: None,
             output_validator: None,
@@ -159,13 +141,10 @@ mod tests {
     fn snapshot_is_frozen_until_refresh() {
         let mut cat = Catalog::new(CatalogSnapshot::build(1, vec![tool("a", "x")]).unwrap());
         let round1 = cat.snapshot();
-        cat.mark_dirty();
-        assert!(cat.is_dirty());
         assert_eq!(
             cat.refresh(vec![tool("a", "x"), tool("a", "y")]).unwrap(),
             2
         );
-        assert!(!cat.is_dirty());
         assert_eq!(round1.len(), 1, "old round's snapshot unchanged");
         assert_eq!(cat.snapshot().len(), 2);
         assert_eq!(cat.snapshot().version, 2);
@@ -180,6 +159,6 @@ mod tests {
         let y = s.local_for(None, "y").unwrap().to_string();
         assert_eq!(s.resolve(&y).unwrap().server_id, "b");
         let ax = s.local_for(Some("a"), "x").unwrap();
-        assert_eq!(s.get(ax).unwrap().tool.server_id, "a");
+        assert_eq!(s.get(ax).unwrap().server_id(), Some("a"));
     }
 }

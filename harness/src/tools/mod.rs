@@ -5,3 +5,4 @@ pub mod catalog;
 pub mod faults;
 pub mod naming;
 pub mod registry;
+pub mod tool;

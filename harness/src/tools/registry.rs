@@ -19,8 +19,10 @@ use serde_json::{Map, Value};
 use crate::run::policy::{Approval, ToolPolicy};
 use crate::tools::faults::{CallFault, CallState};
 use crate::tools::naming::Binding;
+use crate::tools::tool::Tool;
 use crate::BoxFut;
-use wasm_mcp_protocol::{CheckedSchema, Validation};
+use wasm_mcp_protocol::text::truncate_marked;
+use wasm_mcp_protocol::{CheckedSchema, ErrorKind as ServerErrorKind, Validation};
 
 /// Max characters of tool output given to the model.
 pub const MAX_MODEL_TEXT: usize = 64 * 1024;
@@ -30,13 +32,28 @@ pub const MAX_MODEL_TEXT: usize = 64 * 1024;
 pub struct HandlerOutput {
     /// `isError` from the server: the tool ran and reported failure.
     pub is_error: bool,
-    /// Text for the model (content blocks converted; artifacts referenced).
+    /// The server's error kind for an `isError` result, when it names one.
+    pub server_kind: Option<ServerErrorKind>,
+    /// The text content blocks, for the model.
     pub text: String,
+    /// `structuredContent` as sent (what `outputSchema` validates).
     pub structured: Option<Value>,
-    pub artifacts: Vec<PathBuf>,
+    /// The model's copy of `structured` when binary strings in it were
+    /// stored as artifacts (each replaced by its reference).
+    pub model_structured: Option<Value>,
+    /// Non-text content stored as files; their references always reach the model.
+    pub artifacts: Vec<Artifact>,
     /// Refused content (policy `artifacts = "refuse"`), reported as an error.
     pub refused: Option<String>,
     pub attempts: u32,
+}
+
+/// Non-text content stored as a file instead of being shown to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Artifact {
+    pub path: PathBuf,
+    /// What the model sees in its place, e.g. `[image content stored as artifact …]`.
+    pub reference: String,
 }
 
 /// The handler could not get an answer.
@@ -50,28 +67,12 @@ pub trait ToolHandler: Send + Sync {
     fn call(&self, args: Map<String, Value>) -> BoxFut<'_, Result<HandlerOutput, HandlerFailure>>;
 }
 
-/// A registered tool.
+/// A tool with what runs it: the policy's rules and the handler.
 #[derive(Clone)]
-pub struct ToolSpec {
-    pub local_name: String,
-    pub description: String,
-    pub parameters: Value,
-    pub input_validator: Option<Arc<CheckedSchema>>,
-    pub output_validator: Option<Arc<CheckedSchema>>,
+pub struct RegisteredTool {
+    pub tool: Arc<Tool>,
     pub policy: ToolPolicy,
-    /// Where the tool comes from (`None` for local tools).
-    pub origin: Option<Binding>,
-    /// Server hints (never used for decisions; shown to approvers).
-    pub annotations: Option<Value>,
     pub handler: Arc<dyn ToolHandler>,
-}
-
-/// A tool definition as sent to the model.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ToolDef {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
 }
 
 /// What hooks and approvers see.
@@ -132,31 +133,137 @@ pub enum ErrorKind {
     Contract,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Why a call gave the model an error instead of a result. Each variant holds
+/// exactly what it needs, so an outcome cannot, say, carry a fault and a
+/// contract violation at once, or a call state that contradicts its error.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// Stopped before the request (no request was sent).
+    Stopped(ErrorKind),
+    /// The server answered and the tool reported an error (of the server's
+    /// kind, when it names one: timeout, memory limit, ...).
+    ToolError(Option<ServerErrorKind>),
+    /// The server answered with content the policy refuses.
+    ContentRefused,
+    /// No answer (or a JSON-RPC error): see the fault.
+    Fault(CallFault),
+    /// The result broke the tool's output schema (audit only, never shown).
+    Contract { violation: String },
+}
+
+impl Failure {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Failure::Stopped(k) => *k,
+            Failure::ToolError(_) => ErrorKind::ToolError,
+            Failure::ContentRefused => ErrorKind::ContentRefused,
+            Failure::Fault(_) => ErrorKind::Fault,
+            Failure::Contract { .. } => ErrorKind::Contract,
+        }
+    }
+}
+
+/// A stage ended the call: the failure and the text for the model.
+struct Stop {
+    failure: Failure,
+    message: String,
+}
+
+impl Stop {
+    fn before_call(kind: ErrorKind, message: String) -> Self {
+        Stop {
+            failure: Failure::Stopped(kind),
+            message,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
 pub struct ToolOutcome {
     pub local_name: String,
     pub origin: Option<Binding>,
     pub model_text: String,
-    pub error: Option<ErrorKind>,
-    pub state: CallState,
     pub stages: Vec<String>,
-    /// Output schema violation: for recovery/audit only, never sent to the model.
-    pub contract_violation: Option<String>,
-    pub fault: Option<String>,
     pub attempts: u32,
     pub artifacts: Vec<PathBuf>,
+    /// The server answered the request.
+    sent: bool,
+    failure: Option<Failure>,
 }
 
 impl ToolOutcome {
+    fn new(local: &str) -> Self {
+        Self {
+            local_name: local.to_string(),
+            origin: None,
+            model_text: String::new(),
+            stages: Vec::new(),
+            attempts: 0,
+            artifacts: Vec::new(),
+            sent: false,
+            failure: None,
+        }
+    }
+
+    fn stage(&mut self, name: impl Into<String>) {
+        self.stages.push(name.into());
+    }
+
+    fn stop(mut self, stop: Stop) -> Self {
+        self.model_text = error_text(stop.message);
+        self.failure = Some(stop.failure);
+        self
+    }
+
     pub fn is_error(&self) -> bool {
-        self.error.is_some()
+        self.failure.is_some()
+    }
+
+    pub fn failure(&self) -> Option<&Failure> {
+        self.failure.as_ref()
+    }
+
+    pub fn error(&self) -> Option<ErrorKind> {
+        self.failure.as_ref().map(Failure::kind)
+    }
+
+    /// What is known about the call's effect, derived from how it ended.
+    pub fn state(&self) -> CallState {
+        match &self.failure {
+            Some(Failure::Fault(f)) => f.state(),
+            _ if self.sent => CallState::Completed,
+            _ => CallState::NotSent,
+        }
+    }
+
+    /// The server's own kind for a tool error (`_meta["wasm-mcp/errorKind"]`).
+    pub fn server_error_kind(&self) -> Option<ServerErrorKind> {
+        match &self.failure {
+            Some(Failure::ToolError(kind)) => *kind,
+            _ => None,
+        }
+    }
+
+    pub fn fault(&self) -> Option<&CallFault> {
+        match &self.failure {
+            Some(Failure::Fault(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Output schema violation: for recovery/audit only, never sent to the model.
+    pub fn contract_violation(&self) -> Option<&str> {
+        match &self.failure {
+            Some(Failure::Contract { violation }) => Some(violation),
+            _ => None,
+        }
     }
 }
 
 #[derive(Clone)]
 pub struct ToolRegistry {
     session: String,
-    tools: BTreeMap<String, Arc<ToolSpec>>,
+    tools: BTreeMap<String, Arc<RegisteredTool>>,
     hooks: Vec<Arc<dyn ToolHook>>,
     approver: Arc<dyn Approver>,
 }
@@ -165,16 +272,11 @@ fn error_text(msg: impl std::fmt::Display) -> String {
     format!("error: {msg}")
 }
 
-fn cap(mut s: String) -> String {
-    if s.len() > MAX_MODEL_TEXT {
-        let mut cut = MAX_MODEL_TEXT;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push_str("\n[output truncated]");
-    }
-    s
+/// Appended where model text was cut.
+const TRUNCATED: &str = "\n[output truncated]";
+
+fn cap(s: String) -> String {
+    truncate_marked(s, MAX_MODEL_TEXT, TRUNCATED)
 }
 
 impl ToolRegistry {
@@ -198,8 +300,9 @@ impl ToolRegistry {
         &self.session
     }
 
-    pub fn register(&mut self, spec: ToolSpec) {
-        self.tools.insert(spec.local_name.clone(), Arc::new(spec));
+    pub fn register(&mut self, entry: RegisteredTool) {
+        self.tools
+            .insert(entry.tool.local_name.clone(), Arc::new(entry));
     }
 
     pub fn add_hook(&mut self, hook: Arc<dyn ToolHook>) {
@@ -207,10 +310,10 @@ impl ToolRegistry {
     }
 
     /// Replace all tools that came from MCP servers (origin set) at once.
-    pub fn replace_remote_tools(&mut self, specs: Vec<ToolSpec>) {
-        self.tools.retain(|_, s| s.origin.is_none());
-        for s in specs {
-            self.register(s);
+    pub fn replace_remote_tools(&mut self, entries: Vec<RegisteredTool>) {
+        self.tools.retain(|_, e| e.tool.binding.is_none());
+        for e in entries {
+            self.register(e);
         }
     }
 
@@ -218,242 +321,246 @@ impl ToolRegistry {
         self.tools.keys().cloned().collect()
     }
 
-    pub fn get(&self, local: &str) -> Option<&Arc<ToolSpec>> {
+    pub fn get(&self, local: &str) -> Option<&Arc<RegisteredTool>> {
         self.tools.get(local)
     }
 
-    pub fn tool_defs(&self) -> Vec<ToolDef> {
-        self.tools
-            .values()
-            .map(|s| ToolDef {
-                name: s.local_name.clone(),
-                description: s.description.clone(),
-                parameters: s.parameters.clone(),
-            })
-            .collect()
+    /// The tools offered to the model, ordered by local name.
+    pub fn tools(&self) -> Vec<Arc<Tool>> {
+        self.tools.values().map(|e| e.tool.clone()).collect()
     }
 
     /// Run the whole pipeline for one call. `raw_args` is the model's JSON text.
     pub async fn invoke(&self, local: &str, raw_args: &str) -> ToolOutcome {
-        let mut out = ToolOutcome {
-            local_name: local.to_string(),
-            origin: None,
-            model_text: String::new(),
-            error: None,
-            state: CallState::NotSent,
-            stages: Vec::new(),
-            contract_violation: None,
-            fault: None,
-            attempts: 0,
-            artifacts: Vec::new(),
+        let mut out = ToolOutcome::new(local);
+        out.stage("parse");
+        let (spec, info) = match self.parse(local, raw_args) {
+            Ok(parsed) => parsed,
+            Err(stop) => return out.stop(stop),
         };
-        let fail = |mut out: ToolOutcome, kind: ErrorKind, msg: String| {
-            out.error = Some(kind);
-            out.model_text = error_text(msg);
-            out
-        };
+        out.origin = spec.tool.binding.clone();
+        if let Err(stop) = self.run_stages(&spec, &info, &mut out).await {
+            out = out.stop(stop);
+        }
+        self.after(&info, out)
+    }
 
-        // parse
-        out.stages.push("parse".into());
-        let Some(spec) = self.tools.get(local).cloned() else {
-            return fail(
-                out,
-                ErrorKind::UnknownTool,
-                format!("unknown tool `{local}`"),
-            );
-        };
-        out.origin = spec.origin.clone();
+    /// Every stage after `parse`, in order; the first `Stop` ends the call.
+    async fn run_stages(
+        &self,
+        spec: &RegisteredTool,
+        info: &ToolCallInfo,
+        out: &mut ToolOutcome,
+    ) -> Result<(), Stop> {
+        self.before_hooks(info, out)?;
+        out.stage("approval");
+        self.approve(spec, info).await?;
+        out.stage("validate_input");
+        validate_input(spec, info).await?;
+        out.stage("call");
+        let output = call(spec, info, out).await?;
+        out.stage("validate_output");
+        out.model_text = check_output(spec, &info.local_name, output).await?;
+        Ok(())
+    }
+
+    /// `parse`: the tool exists and the arguments are a JSON object.
+    fn parse(
+        &self,
+        local: &str,
+        raw_args: &str,
+    ) -> Result<(Arc<RegisteredTool>, ToolCallInfo), Stop> {
+        let spec = self.tools.get(local).cloned().ok_or_else(|| {
+            Stop::before_call(ErrorKind::UnknownTool, format!("unknown tool `{local}`"))
+        })?;
         let args: Value = if raw_args.trim().is_empty() {
             Value::Object(Map::new())
         } else {
-            match serde_json::from_str(raw_args) {
-                Ok(v) => v,
-                Err(e) => {
-                    return fail(
-                        out,
-                        ErrorKind::BadArguments,
-                        format!("arguments are not valid JSON: {e}"),
-                    )
-                }
-            }
+            serde_json::from_str(raw_args).map_err(|e| {
+                Stop::before_call(
+                    ErrorKind::BadArguments,
+                    format!("arguments are not valid JSON: {e}"),
+                )
+            })?
         };
-        let Value::Object(args_obj) = args.clone() else {
-            return fail(
-                out,
+        if !args.is_object() {
+            return Err(Stop::before_call(
                 ErrorKind::BadArguments,
                 "arguments must be a JSON object".into(),
-            );
-        };
+            ));
+        }
         let info = ToolCallInfo {
             session: self.session.clone(),
             local_name: local.to_string(),
-            origin: spec.origin.clone(),
+            origin: spec.tool.binding.clone(),
             args,
         };
+        Ok((spec, info))
+    }
 
-        // before_tool hooks
+    /// `before:<hook>`: any hook may deny.
+    fn before_hooks(&self, info: &ToolCallInfo, out: &mut ToolOutcome) -> Result<(), Stop> {
         for h in &self.hooks {
-            out.stages.push(format!("before:{}", h.name()));
-            if let HookDecision::Deny(why) = h.before_tool(&info) {
-                let o = fail(
-                    out,
+            out.stage(format!("before:{}", h.name()));
+            if let HookDecision::Deny(why) = h.before_tool(info) {
+                return Err(Stop::before_call(
                     ErrorKind::HookDenied,
                     format!("call blocked by {}: {why}", h.name()),
-                );
-                return self.after(&info, o);
+                ));
             }
         }
+        Ok(())
+    }
 
-        // permission / approval (policy decides; annotations are hints only)
-        out.stages.push("approval".into());
+    /// `approval`: the policy decides; annotations are hints for the approver only.
+    async fn approve(&self, spec: &RegisteredTool, info: &ToolCallInfo) -> Result<(), Stop> {
         let approved = match spec.policy.approval {
             Approval::Auto => true,
             Approval::Deny => false,
             Approval::Ask => {
                 let req = ApprovalRequest {
-                    call: &info,
-                    annotations: spec.annotations.as_ref(),
+                    call: info,
+                    annotations: spec.tool.annotations.as_ref(),
                 };
                 self.approver.approve(&req).await
             }
         };
-        if !approved {
-            let o = fail(
-                out,
-                ErrorKind::ApprovalDenied,
-                format!("call to `{local}` was not approved"),
-            );
-            return self.after(&info, o);
+        if approved {
+            return Ok(());
         }
-
-        // schema validation
-        out.stages.push("validate_input".into());
-        if let Some(v) = &spec.input_validator {
-            let errors = bounded_errors(v, &info.args, |e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .await;
-            if !errors.is_empty() {
-                let o = fail(
-                    out,
-                    ErrorKind::InvalidArguments,
-                    format!("invalid arguments for `{local}`: {}", errors.join("; ")),
-                );
-                return self.after(&info, o);
-            }
-        }
-
-        // tools/call
-        out.stages.push("call".into());
-        let result = spec.handler.call(args_obj).await;
-        let output = match result {
-            Ok(o) => o,
-            Err(f) => {
-                out.attempts = f.attempts;
-                out.state = f.fault.state();
-                out.fault = Some(f.fault.to_string());
-                let msg = match out.state {
-                    CallState::Unknown => format!(
-                        "{} — the call's outcome is unknown (it may or may not have taken effect); it was not retried",
-                        f.fault
-                    ),
-                    _ => f.fault.to_string(),
-                };
-                let o = fail(out, ErrorKind::Fault, msg);
-                return self.after(&info, o);
-            }
-        };
-        out.attempts = output.attempts;
-        out.state = CallState::Completed;
-        out.artifacts = output.artifacts.clone();
-
-        // output validation (only for non-error results)
-        out.stages.push("validate_output".into());
-        if output.is_error {
-            let text = if output.text.is_empty() {
-                "tool reported an error".to_string()
-            } else {
-                output.text
-            };
-            let o = fail(out, ErrorKind::ToolError, cap(text));
-            return self.after(&info, o);
-        }
-        if let Some(why) = output.refused {
-            let o = fail(out, ErrorKind::ContentRefused, why);
-            return self.after(&info, o);
-        }
-        if let Some(v) = &spec.output_validator {
-            let violation = match &output.structured {
-                None => Some(
-                    "structuredContent missing but the tool declares an outputSchema".to_string(),
-                ),
-                Some(s) => {
-                    let errs = bounded_errors(v, s, |e| e.to_string()).await;
-                    (!errs.is_empty()).then(|| errs.join("; "))
-                }
-            };
-            if let Some(why) = violation {
-                out.contract_violation = Some(why);
-                let o = fail(
-                    out,
-                    ErrorKind::Contract,
-                    format!("the result of `{local}` was withheld: it broke the tool's output contract (reported)"),
-                );
-                return self.after(&info, o);
-            }
-        }
-        out.model_text = cap(match &output.structured {
-            Some(s) => {
-                let mut t = s.to_string();
-                for a in &output.artifacts {
-                    t.push_str(&format!("\n[artifact stored: {}]", a.display()));
-                }
-                t
-            }
-            None => output.text,
-        });
-        self.after(&info, out)
+        Err(Stop::before_call(
+            ErrorKind::ApprovalDenied,
+            format!("call to `{}` was not approved", info.local_name),
+        ))
     }
 
     fn after(&self, info: &ToolCallInfo, mut out: ToolOutcome) -> ToolOutcome {
         for h in &self.hooks {
-            out.stages.push(format!("after:{}", h.name()));
+            out.stage(format!("after:{}", h.name()));
             h.after_tool(info, &out);
         }
         out
     }
 }
 
-/// Up to five validation errors of `value`, formatted by `fmt`; validated
-/// within the shared budget (off the executor when it could be slow). A
-/// budget overrun is one error saying so.
-async fn bounded_errors(
-    schema: &Arc<CheckedSchema>,
-    value: &Value,
-    fmt: fn(&jsonschema::ValidationError<'_>) -> String,
-) -> Vec<String> {
-    let validation = Validation::shared();
-    let cost = validation.cost(schema, value);
-    let (schema, value) = (schema.clone(), value.clone());
-    let job = move || {
-        if schema.is_valid(&value) {
-            return Vec::new();
-        }
-        schema
-            .iter_errors(&value)
-            .take(5)
-            .map(|e| fmt(&e))
-            .collect()
+/// `validate_input`: bad arguments go back to the model; no request is sent.
+async fn validate_input(spec: &RegisteredTool, info: &ToolCallInfo) -> Result<(), Stop> {
+    let Some(v) = &spec.tool.input_validator else {
+        return Ok(());
     };
-    validation
-        .run(cost, job)
+    bounded_validate(v, &info.args).await.map_err(|e| {
+        Stop::before_call(
+            ErrorKind::InvalidArguments,
+            format!("invalid arguments for `{}`: {e}", info.local_name),
+        )
+    })
+}
+
+/// Validate within the shared budget (off the executor when it could be
+/// slow); errors in the protocol's one format, a budget overrun as one error.
+async fn bounded_validate(schema: &Arc<CheckedSchema>, value: &Value) -> Result<(), String> {
+    Validation::shared()
+        .validate(schema, value.clone())
         .await
-        .unwrap_or_else(|e| vec![e.to_string()])
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// `call`: the handler sends the request; a fault says what is known about its effect.
+async fn call(
+    spec: &RegisteredTool,
+    info: &ToolCallInfo,
+    out: &mut ToolOutcome,
+) -> Result<HandlerOutput, Stop> {
+    let args = info.args.as_object().cloned().unwrap_or_default();
+    match spec.handler.call(args).await {
+        Ok(output) => {
+            out.sent = true;
+            out.attempts = output.attempts;
+            out.artifacts = output.artifacts.iter().map(|a| a.path.clone()).collect();
+            Ok(output)
+        }
+        Err(f) => {
+            out.attempts = f.attempts;
+            let message = match f.fault.state() {
+                CallState::Unknown => format!(
+                    "{} — the call's outcome is unknown (it may or may not have taken effect); it was not retried",
+                    f.fault
+                ),
+                _ => f.fault.to_string(),
+            };
+            Err(Stop {
+                failure: Failure::Fault(f.fault),
+                message,
+            })
+        }
+    }
+}
+
+/// `validate_output`: the model gets the result, the tool's error, or (for a
+/// broken output contract) a notice while the violation goes to the audit trail.
+async fn check_output(
+    spec: &RegisteredTool,
+    local: &str,
+    output: HandlerOutput,
+) -> Result<String, Stop> {
+    if output.is_error {
+        let text = if output.text.is_empty() {
+            "tool reported an error".to_string()
+        } else {
+            output.text
+        };
+        return Err(Stop {
+            failure: Failure::ToolError(output.server_kind),
+            message: cap(text),
+        });
+    }
+    if let Some(why) = output.refused {
+        return Err(Stop {
+            failure: Failure::ContentRefused,
+            message: why,
+        });
+    }
+    if let Some(v) = &spec.tool.output_validator {
+        let checked = match &output.structured {
+            None => {
+                Err("structuredContent missing but the tool declares an outputSchema".to_string())
+            }
+            Some(s) => bounded_validate(v, s).await,
+        };
+        if let Err(violation) = checked {
+            return Err(Stop {
+                failure: Failure::Contract { violation },
+                message: format!("the result of `{local}` was withheld: it broke the tool's output contract (reported)"),
+            });
+        }
+    }
+    let body = match output
+        .model_structured
+        .as_ref()
+        .or(output.structured.as_ref())
+    {
+        Some(s) => s.to_string(),
+        None => output.text,
+    };
+    Ok(with_references(body, &output.artifacts))
+}
+
+/// `body` capped for the model, then every artifact reference, which the
+/// cap never cuts.
+fn with_references(body: String, artifacts: &[Artifact]) -> String {
+    if artifacts.is_empty() {
+        return cap(body);
+    }
+    let refs: Vec<&str> = artifacts.iter().map(|a| a.reference.as_str()).collect();
+    let refs = refs.join("\n");
+    let room = MAX_MODEL_TEXT.saturating_sub(refs.len() + 1 + TRUNCATED.len());
+    let mut text = truncate_marked(body, room, TRUNCATED);
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&refs);
+    text
 }
 
 #[cfg(test)]
@@ -462,6 +569,10 @@ mod tests {
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
+
+    fn checked(schema: &Value) -> Arc<CheckedSchema> {
+        Arc::new(CheckedSchema::compile(schema, &Default::default()).unwrap())
+    }
 
     struct Recorder {
         log: Arc<Mutex<Vec<String>>>,
@@ -511,7 +622,7 @@ mod tests {
             self.log
                 .lock()
                 .unwrap()
-                .push(format!("after {} err={:?}", self.name, o.error));
+                .push(format!("after {} err={:?}", self.name, o.error()));
         }
     }
 
@@ -523,23 +634,29 @@ mod tests {
         }
     }
 
-    fn spec(log: &Arc<Mutex<Vec<String>>>, approval: Approval, structured: Value) -> ToolSpec {
+    fn spec(
+        log: &Arc<Mutex<Vec<String>>>,
+        approval: Approval,
+        structured: Value,
+    ) -> RegisteredTool {
         let input =
             json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
         let output = json!({"type": "object", "required": ["ok"]});
-        let limits = wasm_mcp_protocol::SchemaLimits::default();
-        ToolSpec {
-            local_name: "t".into(),
-            description: "test".into(),
-            input_validator: Some(Arc::new(CheckedSchema::compile(&input, &limits).unwrap())),
-            parameters: input,
-            output_validator: Some(Arc::new(CheckedSchema::compile(&output, &limits).unwrap())),
+        RegisteredTool {
+            tool: Arc::new(Tool {
+                local_name: "t".into(),
+                binding: None,
+                description: "test".into(),
+                input_validator: Some(checked(&input)),
+                input_schema: input,
+                output_schema: Some(output.clone()),
+                output_validator: Some(checked(&output)),
+                annotations: None,
+            }),
             policy: ToolPolicy {
                 approval,
                 ..Default::default()
             },
-            origin: None,
-            annotations: None,
             handler: Arc::new(Recorder {
                 log: log.clone(),
                 structured,
@@ -599,7 +716,7 @@ mod tests {
         );
         assert!(!o.is_error(), "{}", o.model_text);
         assert_eq!(o.model_text, r#"{"ok":1}"#);
-        assert_eq!(o.state, CallState::Completed);
+        assert_eq!(o.state(), CallState::Completed);
         assert_eq!(
             *log.lock().unwrap(),
             [
@@ -618,37 +735,37 @@ mod tests {
         // invalid args: no call, error text for the model
         let r = registry(&log, Approval::Auto, false, true);
         let o = r.invoke("t", r#"{"n": "x"}"#).await;
-        assert_eq!(o.error, Some(ErrorKind::InvalidArguments));
+        assert_eq!(o.error(), Some(ErrorKind::InvalidArguments));
         assert!(
             o.model_text.starts_with("error: invalid arguments"),
             "{}",
             o.model_text
         );
-        assert_eq!(o.state, CallState::NotSent);
+        assert_eq!(o.state(), CallState::NotSent);
         assert!(!o.stages.contains(&"call".to_string()));
         // bad JSON
         assert_eq!(
-            r.invoke("t", "{n:").await.error,
+            r.invoke("t", "{n:").await.error(),
             Some(ErrorKind::BadArguments)
         );
         assert_eq!(
-            r.invoke("t", "[1]").await.error,
+            r.invoke("t", "[1]").await.error(),
             Some(ErrorKind::BadArguments)
         );
         assert_eq!(
-            r.invoke("nope", "{}").await.error,
+            r.invoke("nope", "{}").await.error(),
             Some(ErrorKind::UnknownTool)
         );
         // hook denial stops before approval
         let r = registry(&log, Approval::Auto, true, true);
         let o = r.invoke("t", r#"{"n": 1}"#).await;
-        assert_eq!(o.error, Some(ErrorKind::HookDenied));
+        assert_eq!(o.error(), Some(ErrorKind::HookDenied));
         assert!(!o.stages.contains(&"approval".to_string()));
         // policy deny / ask → non-interactive deny
         for a in [Approval::Deny, Approval::Ask] {
             let r = registry(&log, a, false, true);
             let o = r.invoke("t", r#"{"n": 1}"#).await;
-            assert_eq!(o.error, Some(ErrorKind::ApprovalDenied));
+            assert_eq!(o.error(), Some(ErrorKind::ApprovalDenied));
         }
         assert!(
             !log.lock().unwrap().iter().any(|l| l.starts_with("call")),
@@ -664,13 +781,13 @@ mod tests {
         r.register(spec(&log, Approval::Ask, json!({"bad": "secret-value"})));
         let o = r.invoke("t", r#"{"n": 1}"#).await;
         assert_eq!(approver.0.load(Ordering::SeqCst), 1);
-        assert_eq!(o.error, Some(ErrorKind::Contract));
-        assert!(o.contract_violation.as_deref().unwrap().contains("ok"));
+        assert_eq!(o.error(), Some(ErrorKind::Contract));
+        assert!(o.contract_violation().unwrap().contains("ok"));
         assert!(
             !o.model_text.contains("secret-value"),
             "violating content not shown"
         );
-        assert_eq!(o.state, CallState::Completed);
+        assert_eq!(o.state(), CallState::Completed);
     }
 
     #[tokio::test]
@@ -680,11 +797,11 @@ mod tests {
         let mut a = base.fork("task-a");
         a.replace_remote_tools(vec![]);
         let mut extra = spec(&log, Approval::Auto, json!({"ok": 1}));
-        extra.local_name = "u".into();
+        Arc::make_mut(&mut extra.tool).local_name = "u".into();
         a.register(extra);
         assert_eq!(a.session(), "task-a");
         assert_eq!(a.names(), ["t", "u"]);
         assert_eq!(base.names(), ["t"], "base unchanged");
-        assert_eq!(base.tool_defs()[0].name, "t");
+        assert_eq!(base.tools()[0].local_name, "t");
     }
 }

@@ -4,11 +4,19 @@
 
 /// (name, input schema, output schema)
 pub const DESCRIPTORS: &[(&str, &str, Option<&str>)] = &[
-    ("good_tool", r#"{"type":"object","properties":{}}"#, Some(r#"{"type":"object"}"#)),
+    (
+        "good_tool",
+        r#"{"type":"object","properties":{}}"#,
+        Some(r#"{"type":"object"}"#),
+    ),
     ("bad name!", r#"{"type":"object"}"#, None),
     ("not_object_schema", r#"{"type":"string"}"#, None),
     ("broken_json_schema", r#"{"type":"object""#, None),
-    ("invalid_schema", r#"{"type":"object","properties":{"a":{"type":"no-such-type"}}}"#, None),
+    (
+        "invalid_schema",
+        r#"{"type":"object","properties":{"a":{"type":"no-such-type"}}}"#,
+        None,
+    ),
     ("bad_output_schema", r#"{"type":"object"}"#, Some(r#"[]"#)),
     ("good_tool", r#"{"type":"object"}"#, None),
 ];
@@ -21,10 +29,33 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
     let plain = r#"{"type":"object"}"#.to_string();
     vec![
         ("exponential_ref".into(), None, ref_chain(40), None),
-        ("exponential_output".into(), None, plain.clone(), Some(ref_chain(40))),
-        ("recursive_ref".into(), None, r##"{"type":"object","properties":{"x":{"$ref":"#"}}}"##.into(), None),
-        ("remote_ref".into(), None, r#"{"type":"object","properties":{"x":{"$ref":"https://example.com/s.json"}}}"#.into(), None),
-        ("huge_schema".into(), None, format!(r#"{{"type":"object","description":"{}"}}"#, "x".repeat(100 << 10)), None),
+        (
+            "exponential_output".into(),
+            None,
+            plain.clone(),
+            Some(ref_chain(40)),
+        ),
+        (
+            "recursive_ref".into(),
+            None,
+            r##"{"type":"object","properties":{"x":{"$ref":"#"}}}"##.into(),
+            None,
+        ),
+        (
+            "remote_ref".into(),
+            None,
+            r#"{"type":"object","properties":{"x":{"$ref":"https://example.com/s.json"}}}"#.into(),
+            None,
+        ),
+        (
+            "huge_schema".into(),
+            None,
+            format!(
+                r#"{{"type":"object","description":"{}"}}"#,
+                "x".repeat(100 << 10)
+            ),
+            None,
+        ),
         ("huge_title".into(), Some("T".repeat(10_000)), plain, None),
     ]
 }
@@ -32,10 +63,18 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
 /// `$defs` a0..a{n}, each `anyOf` of two `$ref`s to the next.
 pub fn ref_chain(n: usize) -> String {
     let defs: Vec<String> = (0..n)
-        .map(|i| format!(r##""a{i}":{{"anyOf":[{{"$ref":"#/$defs/a{j}"}},{{"$ref":"#/$defs/a{j}"}}]}}"##, j = i + 1))
+        .map(|i| {
+            format!(
+                r##""a{i}":{{"anyOf":[{{"$ref":"#/$defs/a{j}"}},{{"$ref":"#/$defs/a{j}"}}]}}"##,
+                j = i + 1
+            )
+        })
         .chain(std::iter::once(format!(r#""a{n}":{{"type":"string"}}"#)))
         .collect();
-    format!(r##"{{"type":"object","properties":{{"x":{{"$ref":"#/$defs/a0"}}}},"$defs":{{{}}}}}"##, defs.join(","))
+    format!(
+        r##"{{"type":"object","properties":{{"x":{{"$ref":"#/$defs/a0"}}}},"$defs":{{{}}}}}"##,
+        defs.join(",")
+    )
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -56,23 +95,40 @@ mod glue {
                     description: "x".repeat(5000),
                     input_schema: input.to_string(),
                     output_schema: output.map(str::to_string),
-                    annotations: Annotations { read_only: true, destructive: false, idempotent: true, open_world: false },
+                    annotations: Annotations {
+                        read_only: true,
+                        destructive: false,
+                        idempotent: true,
+                        open_world: false,
+                    },
                 })
-                .chain(crate::over_limits().into_iter().map(|(name, title, input, output)| ToolDescriptor {
-                    name,
-                    title,
-                    description: "over a load limit".into(),
-                    input_schema: input,
-                    output_schema: output,
-                    annotations: Annotations { read_only: true, destructive: false, idempotent: true, open_world: false },
-                }))
+                .chain(
+                    crate::over_limits()
+                        .into_iter()
+                        .map(|(name, title, input, output)| ToolDescriptor {
+                            name,
+                            title,
+                            description: "over a load limit".into(),
+                            input_schema: input,
+                            output_schema: output,
+                            annotations: Annotations {
+                                read_only: true,
+                                destructive: false,
+                                idempotent: true,
+                                open_world: false,
+                            },
+                        }),
+                )
                 .collect()
         }
 
         fn call(name: String, _args_json: String) -> Result<String, ToolError> {
             match name.as_str() {
                 "good_tool" => Ok("{}".into()),
-                _ => Err(ToolError { code: ErrorCode::UnknownTool, message: format!("unknown tool `{name}`") }),
+                _ => Err(ToolError {
+                    code: ErrorCode::UnknownTool,
+                    message: format!("unknown tool `{name}`"),
+                }),
             }
         }
     }
@@ -84,7 +140,10 @@ mod glue {
 mod tests {
     #[test]
     fn good_tool_is_declared_twice_on_purpose() {
-        let good = super::DESCRIPTORS.iter().filter(|d| d.0 == "good_tool").count();
+        let good = super::DESCRIPTORS
+            .iter()
+            .filter(|d| d.0 == "good_tool")
+            .count();
         assert_eq!(good, 2, "the duplicate is part of the test");
     }
 
@@ -92,7 +151,10 @@ mod tests {
     fn over_limit_schemas_are_json() {
         for (name, _, input, output) in super::over_limits() {
             for s in std::iter::once(input).chain(output) {
-                assert!(serde_json::from_str::<serde_json::Value>(&s).is_ok(), "{name}");
+                assert!(
+                    serde_json::from_str::<serde_json::Value>(&s).is_ok(),
+                    "{name}"
+                );
             }
         }
     }

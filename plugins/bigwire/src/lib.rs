@@ -50,19 +50,30 @@ mod glue {
                     description: "bigwire test tool".into(),
                     input_schema: r#"{"type":"object"}"#.into(),
                     output_schema: None,
-                    annotations: Annotations { read_only: true, destructive: false, idempotent: true, open_world: false },
+                    annotations: Annotations {
+                        read_only: true,
+                        destructive: false,
+                        idempotent: true,
+                        open_world: false,
+                    },
                 })
                 .collect()
         }
 
         fn call(name: String, _args_json: String) -> Result<String, ToolError> {
             match name.as_str() {
-                "huge_error" => Err(ToolError { code: ErrorCode::Io, message: "E".repeat(100 << 20) }),
+                "huge_error" => Err(ToolError {
+                    code: ErrorCode::Io,
+                    message: "E".repeat(100 << 20),
+                }),
                 // Under the default 5 MiB output cap; ~16 MiB once re-serialized.
                 "number_result" => Ok(crate::numbers((5 << 20) - 4096)),
                 "fits_result" => Ok(format!("{{\"s\":\"{}\"}}", "x".repeat(1 << 20))),
                 n if n.starts_with("filler_") => Ok("{}".into()),
-                _ => Err(ToolError { code: ErrorCode::UnknownTool, message: format!("unknown tool `{name}`") }),
+                _ => Err(ToolError {
+                    code: ErrorCode::UnknownTool,
+                    message: format!("unknown tool `{name}`"),
+                }),
             }
         }
     }

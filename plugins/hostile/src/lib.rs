@@ -19,21 +19,44 @@ fn s() -> Value {
 }
 
 pub fn tools() -> Vec<Tool> {
-    let t = |name, input_schema, output_schema| Tool { name, input_schema, output_schema };
+    let t = |name, input_schema, output_schema| Tool {
+        name,
+        input_schema,
+        output_schema,
+    };
     vec![
         t("fs_read", obj(json!({"path": s()}), &["path"]), None),
-        t("fs_write", obj(json!({"path": s(), "content": s()}), &["path", "content"]), None),
+        t(
+            "fs_write",
+            obj(json!({"path": s(), "content": s()}), &["path", "content"]),
+            None,
+        ),
         t("fs_list", obj(json!({"path": s()}), &["path"]), None),
         t("env", obj(json!({}), &[]), None),
         t("spin", obj(json!({}), &[]), None),
         t("alloc_bomb", obj(json!({}), &[]), None),
-        t("flood", obj(json!({"bytes": {"type": "integer", "minimum": 0}}), &["bytes"]), None),
+        t(
+            "flood",
+            obj(
+                json!({"bytes": {"type": "integer", "minimum": 0}}),
+                &["bytes"],
+            ),
+            None,
+        ),
         t("stdout_spam", obj(json!({}), &[]), None),
         t("net", obj(json!({}), &[]), None),
-        t("bad_output", obj(json!({}), &[]), Some(obj(json!({"n": {"type": "integer"}}), &["n"]))),
+        t(
+            "bad_output",
+            obj(json!({}), &[]),
+            Some(obj(json!({"n": {"type": "integer"}}), &["n"])),
+        ),
         t("panic", obj(json!({}), &[]), None),
         t("clock", obj(json!({}), &[]), None),
-        t("append_then_spin", obj(json!({"path": s(), "line": s()}), &["path", "line"]), None),
+        t(
+            "append_then_spin",
+            obj(json!({"path": s(), "line": s()}), &["path", "line"]),
+            None,
+        ),
         t("sleep_forever", obj(json!({}), &[]), None),
         t("sleep_far", obj(json!({}), &[]), None),
     ]
@@ -42,7 +65,12 @@ pub fn tools() -> Vec<Tool> {
 /// Error: (is_unknown_tool, message). Everything else is reported as io.
 pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
     let args: Value = serde_json::from_str(args_json).unwrap_or(json!({}));
-    let arg = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let arg = |k: &str| {
+        args.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let io = |e: std::io::Error| (false, e.to_string());
     Ok(match name {
         "fs_read" => json!({"content": std::fs::read_to_string(arg("path")).map_err(io)?}),
@@ -97,7 +125,9 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
         "bad_output" => json!({"n": "not a number"}),
         "panic" => panic!("hostile plugin panicked on purpose"),
         "clock" => {
-            let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
             let start = std::time::Instant::now();
             let mut x: u64 = 0;
             for i in 0..2_000_000u64 {
@@ -109,7 +139,11 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
         // kill the server here and check the write is never repeated.
         "append_then_spin" => {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(arg("path")).map_err(io)?;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(arg("path"))
+                .map_err(io)?;
             writeln!(f, "{}", arg("line")).map_err(io)?;
             drop(f);
             let mut i: u64 = 0;
@@ -159,10 +193,16 @@ mod glue {
         }
 
         fn call(name: String, args_json: String) -> Result<String, ToolError> {
-            crate::call(&name, &args_json).map(|v| v.to_string()).map_err(|(unknown, message)| ToolError {
-                code: if unknown { ErrorCode::UnknownTool } else { ErrorCode::Io },
-                message,
-            })
+            crate::call(&name, &args_json)
+                .map(|v| v.to_string())
+                .map_err(|(unknown, message)| ToolError {
+                    code: if unknown {
+                        ErrorCode::UnknownTool
+                    } else {
+                        ErrorCode::Io
+                    },
+                    message,
+                })
         }
     }
 
@@ -174,8 +214,14 @@ mod tests {
     #[test]
     fn lists_and_dispatches() {
         assert_eq!(super::tools().len(), 15);
-        assert_eq!(super::call("bad_output", "{}").unwrap()["n"], "not a number");
-        assert_eq!(super::call("flood", r#"{"bytes": 5}"#).unwrap()["data"], "xxxxx");
+        assert_eq!(
+            super::call("bad_output", "{}").unwrap()["n"],
+            "not a number"
+        );
+        assert_eq!(
+            super::call("flood", r#"{"bytes": 5}"#).unwrap()["data"],
+            "xxxxx"
+        );
         assert!(super::call("nope", "{}").unwrap_err().0);
     }
 }

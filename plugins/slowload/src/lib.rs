@@ -23,7 +23,10 @@ mod glue {
         }
 
         fn call(name: String, _args_json: String) -> Result<String, ToolError> {
-            Err(ToolError { code: ErrorCode::UnknownTool, message: format!("unknown tool `{name}`") })
+            Err(ToolError {
+                code: ErrorCode::UnknownTool,
+                message: format!("unknown tool `{name}`"),
+            })
         }
     }
 

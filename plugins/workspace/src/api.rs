@@ -22,7 +22,10 @@ pub struct ToolErr {
 
 impl ToolErr {
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        ToolErr { code, message: message.into() }
+        ToolErr {
+            code,
+            message: message.into(),
+        }
     }
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(Code::InvalidArguments, message)

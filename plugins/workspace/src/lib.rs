@@ -54,7 +54,10 @@ mod glue {
             Code::Io => ErrorCode::Io,
             Code::Internal => ErrorCode::Internal,
         };
-        ToolError { code, message: e.message }
+        ToolError {
+            code,
+            message: e.message,
+        }
     }
 
     export!(Plugin);

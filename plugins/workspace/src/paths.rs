@@ -27,7 +27,11 @@ pub fn normalize(raw: &str) -> Result<String, ToolErr> {
             c => parts.push(c),
         }
     }
-    Ok(if parts.is_empty() { ".".to_string() } else { parts.join("/") })
+    Ok(if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts.join("/")
+    })
 }
 
 /// True for the worktree's git metadata (`.git`, a file in a linked
@@ -54,24 +58,34 @@ pub fn resolve_links(root: &Path, rel: &str) -> Result<String, ToolErr> {
         match c.as_str() {
             "" | "." => continue,
             ".." => {
-                done.pop().ok_or_else(|| denied("a link leads out of the worktree"))?;
+                done.pop()
+                    .ok_or_else(|| denied("a link leads out of the worktree"))?;
                 continue;
             }
             _ => done.push(c),
         }
-        let Ok(target) = std::fs::read_link(resolve(root, &done.join("/"))) else { continue };
+        let Ok(target) = std::fs::read_link(resolve(root, &done.join("/"))) else {
+            continue;
+        };
         hops += 1;
         if hops > MAX_LINK_HOPS {
             return Err(denied("too many levels of symbolic links"));
         }
-        let target = target.to_str().ok_or_else(|| denied("a link target is not UTF-8"))?.to_string();
+        let target = target
+            .to_str()
+            .ok_or_else(|| denied("a link target is not UTF-8"))?
+            .to_string();
         if target.starts_with('/') {
             return Err(denied("a link leads out of the worktree"));
         }
         done.pop();
         todo.extend(target.rsplit('/').map(str::to_string));
     }
-    Ok(if done.is_empty() { ".".to_string() } else { done.join("/") })
+    Ok(if done.is_empty() {
+        ".".to_string()
+    } else {
+        done.join("/")
+    })
 }
 
 /// The path to open for a normalized relative path under `root`.

@@ -185,19 +185,31 @@ pub fn call(root: &Path, name: &str, args_json: &str) -> Result<String, ToolErr>
         "write_file" => write_file(root, parse(name, args_json)?)?,
         "list_dir" => list_dir(root, parse(name, args_json)?)?,
         "search" => search(root, parse(name, args_json)?)?,
-        _ => return Err(ToolErr::new(Code::UnknownTool, format!("unknown tool `{name}`"))),
+        _ => {
+            return Err(ToolErr::new(
+                Code::UnknownTool,
+                format!("unknown tool `{name}`"),
+            ))
+        }
     };
     Ok(out.to_string())
 }
 
 fn parse<T: DeserializeOwned>(tool: &str, args_json: &str) -> Result<T, ToolErr> {
-    let text = if args_json.trim().is_empty() { "{}" } else { args_json };
-    serde_json::from_str(text).map_err(|e| ToolErr::invalid(format!("invalid arguments for {tool}: {e}")))
+    let text = if args_json.trim().is_empty() {
+        "{}"
+    } else {
+        args_json
+    };
+    serde_json::from_str(text)
+        .map_err(|e| ToolErr::invalid(format!("invalid arguments for {tool}: {e}")))
 }
 
 fn check_range(field: &str, v: u64, lo: u64, hi: u64) -> Result<u64, ToolErr> {
     if v < lo || v > hi {
-        return Err(ToolErr::invalid(format!("`{field}` must be between {lo} and {hi}, got {v}")));
+        return Err(ToolErr::invalid(format!(
+            "`{field}` must be between {lo} and {hi}, got {v}"
+        )));
     }
     Ok(v)
 }
@@ -241,21 +253,35 @@ pub fn preview(data: &[u8], offset: u64, line_limit: u64, capped: bool) -> Previ
         total += 1;
     }
     let truncated = capped || offset.saturating_add(returned) < total;
-    Preview { content, lines_returned: returned, total_lines: total, truncated }
+    Preview {
+        content,
+        lines_returned: returned,
+        total_lines: total,
+        truncated,
+    }
 }
 
 fn read_file(root: &Path, a: ReadArgs) -> Result<Value, ToolErr> {
-    let limit = check_range("line_limit", a.line_limit.unwrap_or(MAX_LINE_LIMIT), 1, MAX_LINE_LIMIT)?;
+    let limit = check_range(
+        "line_limit",
+        a.line_limit.unwrap_or(MAX_LINE_LIMIT),
+        1,
+        MAX_LINE_LIMIT,
+    )?;
     let rel = normalize(&a.path)?;
     let full = resolve(root, &rel);
     let file = fs::File::open(&full).map_err(|e| ToolErr::io(&rel, &e))?;
     let meta = file.metadata().map_err(|e| ToolErr::io(&rel, &e))?;
     if meta.is_dir() {
-        return Err(ToolErr::invalid(format!("{rel} is a directory (use list_dir)")));
+        return Err(ToolErr::invalid(format!(
+            "{rel} is a directory (use list_dir)"
+        )));
     }
     // Sized up front: no reallocation (and copy) while reading a large file.
     let mut data = Vec::with_capacity(meta.len().min(MAX_FILE_BYTES) as usize + 1);
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut data).map_err(|e| ToolErr::io(&rel, &e))?;
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| ToolErr::io(&rel, &e))?;
     let capped = data.len() as u64 > MAX_FILE_BYTES;
     data.truncate(MAX_FILE_BYTES as usize);
     let p = preview(&data, a.offset, limit, capped);
@@ -285,18 +311,26 @@ fn write_file(root: &Path, a: WriteArgs) -> Result<Value, ToolErr> {
     if a.content.len() as u64 > MAX_FILE_BYTES {
         return Err(ToolErr::new(
             Code::TooLarge,
-            format!("content is {} bytes, the limit is {MAX_FILE_BYTES}", a.content.len()),
+            format!(
+                "content is {} bytes, the limit is {MAX_FILE_BYTES}",
+                a.content.len()
+            ),
         ));
     }
     let rel = normalize(&a.path)?;
     if rel == "." {
-        return Err(ToolErr::invalid("path must name a file, not the worktree root"));
+        return Err(ToolErr::invalid(
+            "path must name a file, not the worktree root",
+        ));
     }
     // Decide on the path the write really lands on: a symlink committed in
     // the repository (`link -> .git`, `d -> .`) must not lead into `.git`.
     let real = resolve_links(root, &rel)?;
     if is_git_metadata(&rel) || is_git_metadata(&real) {
-        return Err(ToolErr::new(Code::PermissionDenied, format!("{rel}: the worktree's git metadata is not writable")));
+        return Err(ToolErr::new(
+            Code::PermissionDenied,
+            format!("{rel}: the worktree's git metadata is not writable"),
+        ));
     }
     if real == "." {
         return Err(ToolErr::invalid(format!("{rel} is a directory")));
@@ -356,7 +390,11 @@ fn list_dir(root: &Path, a: ListArgs) -> Result<Value, ToolErr> {
         let (kind, size) = match ent.file_type() {
             Ok(ft) => {
                 let kind = kind_of(&ft);
-                let size = if kind == "file" { ent.metadata().map(|m| m.len()).unwrap_or(0) } else { 0 };
+                let size = if kind == "file" {
+                    ent.metadata().map(|m| m.len()).unwrap_or(0)
+                } else {
+                    0
+                };
                 (kind, size)
             }
             Err(_) => ("other", 0),
@@ -405,8 +443,15 @@ pub struct Matcher {
 
 impl Matcher {
     pub fn new(pattern: &str, case_sensitive: bool) -> Self {
-        let pattern = if case_sensitive { pattern.to_string() } else { pattern.to_lowercase() };
-        Matcher { pattern, case_sensitive }
+        let pattern = if case_sensitive {
+            pattern.to_string()
+        } else {
+            pattern.to_lowercase()
+        };
+        Matcher {
+            pattern,
+            case_sensitive,
+        }
     }
 
     pub fn is_match(&self, line: &str) -> bool {
@@ -427,7 +472,11 @@ impl Matcher {
                 if out.len() >= max {
                     return false;
                 }
-                out.push(Match { path: path.to_string(), line: i as u64 + 1, text: cap_chars(line, MAX_MATCH_CHARS) });
+                out.push(Match {
+                    path: path.to_string(),
+                    line: i as u64 + 1,
+                    text: cap_chars(line, MAX_MATCH_CHARS),
+                });
             }
         }
         true
@@ -460,7 +509,9 @@ impl Search<'_> {
         if size > MAX_FILE_BYTES {
             return;
         }
-        let Ok(data) = fs::read(resolve(self.root, rel)) else { return };
+        let Ok(data) = fs::read(resolve(self.root, rel)) else {
+            return;
+        };
         if data.len() as u64 > MAX_FILE_BYTES || is_binary(&data) {
             return;
         }
@@ -475,7 +526,9 @@ impl Search<'_> {
         if depth > MAX_SEARCH_DEPTH {
             return;
         }
-        let Ok(rd) = fs::read_dir(resolve(self.root, rel)) else { return };
+        let Ok(rd) = fs::read_dir(resolve(self.root, rel)) else {
+            return;
+        };
         let mut ents: Vec<(String, fs::FileType)> = rd
             .filter_map(|e| e.ok())
             .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.file_type().ok()?)))
@@ -506,7 +559,12 @@ fn search(root: &Path, a: SearchArgs) -> Result<Value, ToolErr> {
     if a.pattern.is_empty() {
         return Err(ToolErr::invalid("`pattern` must not be empty"));
     }
-    let max = check_range("max_results", a.max_results.unwrap_or(100), 1, MAX_SEARCH_RESULTS)? as usize;
+    let max = check_range(
+        "max_results",
+        a.max_results.unwrap_or(100),
+        1,
+        MAX_SEARCH_RESULTS,
+    )? as usize;
     let rel = normalize(&a.path)?;
     let meta = fs::metadata(resolve(root, &rel)).map_err(|e| ToolErr::io(&rel, &e))?;
     let mut s = Search {

@@ -35,15 +35,37 @@ impl Drop for TempRoot {
 #[test]
 fn preview_windows() {
     let p = preview(b"a\nb\nc\n", 0, 1000, false);
-    assert_eq!(p, Preview { content: "a\nb\nc\n".into(), lines_returned: 3, total_lines: 3, truncated: false });
+    assert_eq!(
+        p,
+        Preview {
+            content: "a\nb\nc\n".into(),
+            lines_returned: 3,
+            total_lines: 3,
+            truncated: false
+        }
+    );
     let p = preview(b"a\nb\nc", 1, 1, false);
-    assert_eq!(p, Preview { content: "b\n".into(), lines_returned: 1, total_lines: 3, truncated: true });
+    assert_eq!(
+        p,
+        Preview {
+            content: "b\n".into(),
+            lines_returned: 1,
+            total_lines: 3,
+            truncated: true
+        }
+    );
     let p = preview(b"a\nb\nc", 2, 5, false);
     assert_eq!((p.content.as_str(), p.truncated), ("c", false));
     let p = preview(b"a\nb\n", 7, 5, false);
-    assert_eq!((p.lines_returned, p.total_lines, p.truncated), (0, 2, false));
+    assert_eq!(
+        (p.lines_returned, p.total_lines, p.truncated),
+        (0, 2, false)
+    );
     let p = preview(b"", 0, 5, false);
-    assert_eq!((p.lines_returned, p.total_lines, p.truncated), (0, 0, false));
+    assert_eq!(
+        (p.lines_returned, p.total_lines, p.truncated),
+        (0, 0, false)
+    );
     // The byte cap alone marks the preview truncated.
     assert!(preview(b"a\n", 0, 5, true).truncated);
     // Lossy UTF-8.
@@ -55,7 +77,12 @@ fn read_file_caps_at_2_mib() {
     let t = TempRoot::new();
     let line = "x".repeat(1023) + "\n"; // 1 KiB per line
     t.put("big.txt", line.repeat(3 * 1024).as_bytes()); // 3 MiB, 3072 lines
-    let r = t.call("read_file", json!({"path": "/big.txt", "offset": 2040, "line_limit": 1000})).unwrap();
+    let r = t
+        .call(
+            "read_file",
+            json!({"path": "/big.txt", "offset": 2040, "line_limit": 1000}),
+        )
+        .unwrap();
     assert_eq!(r["path"], "big.txt");
     assert_eq!(r["total_lines"], 2048);
     assert_eq!(r["lines_returned"], 8);
@@ -71,14 +98,20 @@ fn read_file_caps_at_2_mib() {
 fn read_file_small_and_errors() {
     let t = TempRoot::new();
     t.put("d/a.txt", b"one\ntwo\n");
-    let r = t.call("read_file", json!({"path": "./d/../d/a.txt"})).unwrap();
+    let r = t
+        .call("read_file", json!({"path": "./d/../d/a.txt"}))
+        .unwrap();
     assert_eq!(r["path"], "d/a.txt");
     assert_eq!(r["content"], "one\ntwo\n");
     assert_eq!(r["truncated"], false);
     assert_eq!(r["size_bytes"], 8);
-    let e = t.call("read_file", json!({"path": "nope.txt"})).unwrap_err();
+    let e = t
+        .call("read_file", json!({"path": "nope.txt"}))
+        .unwrap_err();
     assert_eq!(e.code, Code::NotFound);
-    let e = t.call("read_file", json!({"path": "../etc/passwd"})).unwrap_err();
+    let e = t
+        .call("read_file", json!({"path": "../etc/passwd"}))
+        .unwrap_err();
     assert_eq!(e.code, Code::PermissionDenied);
     assert!(e.message.contains("path escapes the worktree"));
     for bad in [
@@ -90,43 +123,92 @@ fn read_file_small_and_errors() {
         json!({"path": "a", "bogus": 1}),
         json!([1, 2]),
     ] {
-        assert_eq!(t.call("read_file", bad.clone()).unwrap_err().code, Code::InvalidArguments, "{bad}");
+        assert_eq!(
+            t.call("read_file", bad.clone()).unwrap_err().code,
+            Code::InvalidArguments,
+            "{bad}"
+        );
     }
-    assert_eq!(t.call("read_file", json!({"path": "d"})).unwrap_err().code, Code::InvalidArguments);
+    assert_eq!(
+        t.call("read_file", json!({"path": "d"})).unwrap_err().code,
+        Code::InvalidArguments
+    );
 }
 
 #[test]
 fn unknown_tool() {
     let t = TempRoot::new();
-    assert_eq!(t.call("rm_rf", json!({})).unwrap_err().code, Code::UnknownTool);
+    assert_eq!(
+        t.call("rm_rf", json!({})).unwrap_err().code,
+        Code::UnknownTool
+    );
 }
 
 #[test]
 fn write_file_creates_and_overwrites() {
     let t = TempRoot::new();
-    let r = t.call("write_file", json!({"path": "new.txt", "content": "hi"})).unwrap();
-    assert_eq!(r, json!({"path": "new.txt", "bytes_written": 2, "created": true}));
-    let r = t.call("write_file", json!({"path": "/new.txt", "content": "hello"})).unwrap();
+    let r = t
+        .call("write_file", json!({"path": "new.txt", "content": "hi"}))
+        .unwrap();
+    assert_eq!(
+        r,
+        json!({"path": "new.txt", "bytes_written": 2, "created": true})
+    );
+    let r = t
+        .call(
+            "write_file",
+            json!({"path": "/new.txt", "content": "hello"}),
+        )
+        .unwrap();
     assert_eq!(r["created"], false);
     assert_eq!(fs::read_to_string(t.0.join("new.txt")).unwrap(), "hello");
-    let e = t.call("write_file", json!({"path": "a/b/c.txt", "content": "x"})).unwrap_err();
+    let e = t
+        .call("write_file", json!({"path": "a/b/c.txt", "content": "x"}))
+        .unwrap_err();
     assert_eq!(e.code, Code::NotFound);
-    let r = t.call("write_file", json!({"path": "a/b/c.txt", "content": "x", "create_dirs": true})).unwrap();
+    let r = t
+        .call(
+            "write_file",
+            json!({"path": "a/b/c.txt", "content": "x", "create_dirs": true}),
+        )
+        .unwrap();
     assert_eq!(r["path"], "a/b/c.txt");
-    assert_eq!(t.call("write_file", json!({"path": "a", "content": "x"})).unwrap_err().code, Code::InvalidArguments);
-    assert_eq!(t.call("write_file", json!({"path": "/", "content": "x"})).unwrap_err().code, Code::InvalidArguments);
     assert_eq!(
-        t.call("write_file", json!({"path": "../x", "content": "x"})).unwrap_err().code,
+        t.call("write_file", json!({"path": "a", "content": "x"}))
+            .unwrap_err()
+            .code,
+        Code::InvalidArguments
+    );
+    assert_eq!(
+        t.call("write_file", json!({"path": "/", "content": "x"}))
+            .unwrap_err()
+            .code,
+        Code::InvalidArguments
+    );
+    assert_eq!(
+        t.call("write_file", json!({"path": "../x", "content": "x"}))
+            .unwrap_err()
+            .code,
         Code::PermissionDenied
     );
     let big = "x".repeat(MAX_FILE_BYTES as usize + 1);
-    assert_eq!(t.call("write_file", json!({"path": "big", "content": big})).unwrap_err().code, Code::TooLarge);
+    assert_eq!(
+        t.call("write_file", json!({"path": "big", "content": big}))
+            .unwrap_err()
+            .code,
+        Code::TooLarge
+    );
     t.put(".git", b"gitdir: /elsewhere\n");
     for p in [".git", "/.git", "./.git/config", "x/../.git"] {
-        let e = t.call("write_file", json!({"path": p, "content": "gitdir: /evil"})).unwrap_err();
+        let e = t
+            .call("write_file", json!({"path": p, "content": "gitdir: /evil"}))
+            .unwrap_err();
         assert_eq!(e.code, Code::PermissionDenied, "{p}");
     }
-    assert_eq!(fs::read_to_string(t.0.join(".git")).unwrap(), "gitdir: /elsewhere\n");
+    assert_eq!(
+        fs::read_to_string(t.0.join(".git")).unwrap(),
+        "gitdir: /elsewhere\n"
+    );
 }
 
 #[test]
@@ -134,25 +216,52 @@ fn write_file_through_links_never_reaches_git() {
     let t = TempRoot::new();
     t.put(".git/config", b"[core]\n");
     t.put("src/a.rs", b"old\n");
-    let link = |name: &str, target: &str| std::os::unix::fs::symlink(target, t.0.join(name)).unwrap();
+    let link =
+        |name: &str, target: &str| std::os::unix::fs::symlink(target, t.0.join(name)).unwrap();
     link("g", ".git");
     link("d", ".");
     link("src/up", "..");
     link("cfg", ".git/config");
     link("fresh", ".git/new-file");
-    for p in ["g/config", "g/hooks/pre-commit", "d/.git/config", "d/d/g/config", "src/up/.git/HEAD", "cfg", "fresh"] {
+    for p in [
+        "g/config",
+        "g/hooks/pre-commit",
+        "d/.git/config",
+        "d/d/g/config",
+        "src/up/.git/HEAD",
+        "cfg",
+        "fresh",
+    ] {
         for create_dirs in [false, true] {
-            let e = t.call("write_file", json!({"path": p, "content": "pwned", "create_dirs": create_dirs})).unwrap_err();
+            let e = t
+                .call(
+                    "write_file",
+                    json!({"path": p, "content": "pwned", "create_dirs": create_dirs}),
+                )
+                .unwrap_err();
             assert_eq!(e.code, Code::PermissionDenied, "{p}: {}", e.message);
         }
     }
-    assert_eq!(fs::read_to_string(t.0.join(".git/config")).unwrap(), "[core]\n");
+    assert_eq!(
+        fs::read_to_string(t.0.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
     assert!(!t.0.join(".git/hooks").exists() && !t.0.join(".git/new-file").exists());
     // Links that stay out of .git still work and land on their target.
-    let r = t.call("write_file", json!({"path": "d/src/up/src/a.rs", "content": "new\n"})).unwrap();
+    let r = t
+        .call(
+            "write_file",
+            json!({"path": "d/src/up/src/a.rs", "content": "new\n"}),
+        )
+        .unwrap();
     assert_eq!(r["created"], false);
     assert_eq!(fs::read_to_string(t.0.join("src/a.rs")).unwrap(), "new\n");
-    assert_eq!(t.call("write_file", json!({"path": "d", "content": "x"})).unwrap_err().code, Code::InvalidArguments);
+    assert_eq!(
+        t.call("write_file", json!({"path": "d", "content": "x"}))
+            .unwrap_err()
+            .code,
+        Code::InvalidArguments
+    );
 }
 
 #[test]
@@ -170,8 +279,16 @@ fn list_dir_sorted_and_typed() {
     assert_eq!(e[1], json!({"name": "b.txt", "kind": "file", "size": 5}));
     #[cfg(unix)]
     assert_eq!(e[2]["kind"], "symlink");
-    assert_eq!(t.call("list_dir", json!({"path": "b.txt"})).unwrap_err().code, Code::InvalidArguments);
-    assert_eq!(t.call("list_dir", json!({"path": "zz"})).unwrap_err().code, Code::NotFound);
+    assert_eq!(
+        t.call("list_dir", json!({"path": "b.txt"}))
+            .unwrap_err()
+            .code,
+        Code::InvalidArguments
+    );
+    assert_eq!(
+        t.call("list_dir", json!({"path": "zz"})).unwrap_err().code,
+        Code::NotFound
+    );
 }
 
 #[test]
@@ -191,10 +308,21 @@ fn matcher_and_caps() {
     let m = Matcher::new("Foo", false);
     let mut out = Vec::new();
     assert!(m.scan("f", "a foo\r\nnothing\nFOO!", &mut out, 10));
-    assert_eq!(out, vec![
-        Match { path: "f".into(), line: 1, text: "a foo".into() },
-        Match { path: "f".into(), line: 3, text: "FOO!".into() },
-    ]);
+    assert_eq!(
+        out,
+        vec![
+            Match {
+                path: "f".into(),
+                line: 1,
+                text: "a foo".into()
+            },
+            Match {
+                path: "f".into(),
+                line: 3,
+                text: "FOO!".into()
+            },
+        ]
+    );
     let mut out = Vec::new();
     assert!(!Matcher::new("foo", true).scan("f", "foo\nfoo\nfoo", &mut out, 2));
     assert_eq!(out.len(), 2);
@@ -217,24 +345,52 @@ fn search_walks_and_skips() {
     std::os::unix::fs::symlink(t.0.join("src"), t.0.join("link")).unwrap();
 
     let r = t.call("search", json!({"pattern": "needle"})).unwrap();
-    assert_eq!(r["matches"], json!([{"path": "src/a.rs", "line": 1, "text": "fn needle() {}"}]));
+    assert_eq!(
+        r["matches"],
+        json!([{"path": "src/a.rs", "line": 1, "text": "fn needle() {}"}])
+    );
     assert_eq!(r["files_scanned"], 2);
     assert_eq!(r["truncated"], false);
 
-    let r = t.call("search", json!({"pattern": "needle", "case_sensitive": false, "path": "/src"})).unwrap();
+    let r = t
+        .call(
+            "search",
+            json!({"pattern": "needle", "case_sensitive": false, "path": "/src"}),
+        )
+        .unwrap();
     assert_eq!(r["matches"].as_array().unwrap().len(), 2);
     assert_eq!(r["matches"][1]["path"], "src/sub/b.rs");
 
-    let r = t.call("search", json!({"pattern": "needle", "case_sensitive": false, "max_results": 1})).unwrap();
+    let r = t
+        .call(
+            "search",
+            json!({"pattern": "needle", "case_sensitive": false, "max_results": 1}),
+        )
+        .unwrap();
     assert_eq!(r["matches"].as_array().unwrap().len(), 1);
     assert_eq!(r["truncated"], true);
 
-    let r = t.call("search", json!({"pattern": "x =", "path": "src/a.rs"})).unwrap();
+    let r = t
+        .call("search", json!({"pattern": "x =", "path": "src/a.rs"}))
+        .unwrap();
     assert_eq!(r["matches"][0]["line"], 2);
 
-    assert_eq!(t.call("search", json!({"pattern": ""})).unwrap_err().code, Code::InvalidArguments);
-    assert_eq!(t.call("search", json!({"pattern": "a", "max_results": 0})).unwrap_err().code, Code::InvalidArguments);
-    assert_eq!(t.call("search", json!({"pattern": "a", "path": ".."})).unwrap_err().code, Code::PermissionDenied);
+    assert_eq!(
+        t.call("search", json!({"pattern": ""})).unwrap_err().code,
+        Code::InvalidArguments
+    );
+    assert_eq!(
+        t.call("search", json!({"pattern": "a", "max_results": 0}))
+            .unwrap_err()
+            .code,
+        Code::InvalidArguments
+    );
+    assert_eq!(
+        t.call("search", json!({"pattern": "a", "path": ".."}))
+            .unwrap_err()
+            .code,
+        Code::PermissionDenied
+    );
 }
 
 #[test]

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use crate::mcp::connection::{Conduit, ConnectError, Connector};
-use crate::BoxFut;
+use wasm_mcp_harness::mcp::connection::{Conduit, ConnectError, Connector};
+use wasm_mcp_harness::BoxFut;
 
 #[derive(Debug, Clone)]
 pub enum Behavior {
@@ -354,4 +354,47 @@ pub fn build_deep_chain(root: &std::path::Path, name: &str, depth: usize) -> std
         std::fs::rename(&tmp, &top)?;
     }
     Ok(())
+}
+
+/// Run `git -C repo ARGS` (the user's own git: their config, no isolation)
+/// and return its stdout as is; panics with git's stderr on failure.
+pub fn git(repo: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Make `repo` (an existing directory) a git repository on branch `main`
+/// with one commit `init` holding `files` (path, content).
+pub fn init_repo(repo: &std::path::Path, files: &[(&str, &str)]) {
+    git(repo, &["init", "-q", "-b", "main"]);
+    for (path, content) in files {
+        let path = repo.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create parent dir");
+        }
+        std::fs::write(path, content).expect("write file");
+    }
+    git(repo, &["add", "."]);
+    git(
+        repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
 }

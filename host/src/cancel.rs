@@ -1,0 +1,39 @@
+//! Cancellation of a request by the client (`notifications/cancelled`, on
+//! both protocol revisions): the request's future is dropped at once, and
+//! with it the call's store, instance and slots. A guest running wasm code
+//! yields to the executor at every epoch tick, so it stops within one tick.
+
+use std::future::Future;
+use std::time::Instant;
+
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+
+/// Runs `work` until it ends, or until the client cancels the request:
+/// then `work` is dropped (that stops the guest and frees its slots), the
+/// cancellation is logged, and the result is `None`. rmcp sends no
+/// response for a cancelled request.
+pub async fn unless_cancelled<T>(
+    context: &RequestContext<RoleServer>,
+    tool: &str,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    let arrived = Instant::now();
+    // Boxed so that it can be dropped (ending the call) before we log.
+    let mut work = Box::pin(work);
+    tokio::select! {
+        out = &mut work => Some(out),
+        () = context.ct.cancelled() => {
+            let noticed = Instant::now();
+            drop(work);
+            tracing::info!(
+                tool,
+                request = %context.id,
+                ran_ms = arrived.elapsed().as_millis() as u64,
+                stop_us = noticed.elapsed().as_micros() as u64,
+                "call cancelled by the client: guest stopped, slots released"
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Who hears about tool-list changes: every 2025-11-25 session that
+//! initialized, and every open 2026-07-28 `subscriptions/listen` request
+//! that asked for `toolsListChanged`, on any transport. The watcher calls
+//! [`Listeners::tools_changed`] once per change and each gets it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::service::SubscriptionSink;
+use rmcp::{Peer, RoleServer};
+
+/// One receiver of `notifications/tools/list_changed`.
+#[derive(Clone)]
+enum Target {
+    /// A 2025-11-25 session (initialize handshake done): notified on its peer.
+    Session(Peer<RoleServer>),
+    /// A 2026-07-28 `subscriptions/listen` stream: notified through its sink
+    /// (which tags the subscription id).
+    Subscription(SubscriptionSink),
+}
+
+/// Open `subscriptions/listen` streams one server holds at most (over all
+/// connections); each costs a task and a slot here until it is cancelled.
+pub const MAX_SUBSCRIPTIONS: usize = 1024;
+
+/// The live set of receivers, shared by every clone of the server.
+#[derive(Default)]
+pub struct Listeners {
+    targets: Mutex<Vec<(u64, Target)>>,
+    next_id: AtomicU64,
+}
+
+/// Keeps a subscription registered; dropping it (the listen request ended)
+/// removes it.
+pub struct Registration {
+    listeners: Arc<Listeners>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.listeners.remove(self.id);
+    }
+}
+
+impl Listeners {
+    fn add(&self, target: Target) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.targets.lock().unwrap().push((id, target));
+    }
+
+    fn remove(&self, id: u64) {
+        self.targets.lock().unwrap().retain(|(i, _)| *i != id);
+    }
+
+    /// A 2025-11-25 session; it stays until its transport closes (closed
+    /// ones are dropped here and when a notification fails).
+    pub fn add_session(&self, peer: Peer<RoleServer>) {
+        self.targets.lock().unwrap().retain(|(_, t)| match t {
+            Target::Session(p) => !p.is_transport_closed(),
+            Target::Subscription(_) => true,
+        });
+        self.add(Target::Session(peer));
+    }
+
+    /// A `subscriptions/listen` stream, registered while the returned
+    /// guard lives; `None` when [`MAX_SUBSCRIPTIONS`] are open.
+    pub fn subscribe(self: &Arc<Self>, sink: SubscriptionSink) -> Option<Registration> {
+        let mut targets = self.targets.lock().unwrap();
+        let open = targets
+            .iter()
+            .filter(|(_, t)| matches!(t, Target::Subscription(_)))
+            .count();
+        if open >= MAX_SUBSCRIPTIONS {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        targets.push((id, Target::Subscription(sink)));
+        Some(Registration {
+            listeners: self.clone(),
+            id,
+        })
+    }
+
+    /// How many receivers are registered now.
+    pub fn len(&self) -> usize {
+        self.targets.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sends `notifications/tools/list_changed` to every receiver; drops
+    /// sessions whose transport is gone. Returns how many were reached.
+    pub async fn tools_changed(&self) -> usize {
+        let targets: Vec<(u64, Target)> = self.targets.lock().unwrap().clone();
+        let mut reached = 0;
+        for (id, target) in targets {
+            match target.notify().await {
+                Ok(()) => reached += 1,
+                Err(e) => {
+                    tracing::debug!("list_changed not delivered: {e}");
+                    if let Target::Session(_) = target {
+                        self.remove(id);
+                    }
+                }
+            }
+        }
+        tracing::info!(reached, "sent notifications/tools/list_changed");
+        reached
+    }
+}
+
+impl Target {
+    async fn notify(&self) -> Result<(), String> {
+        match self {
+            Target::Session(peer) if peer.is_transport_closed() => Err("session closed".into()),
+            Target::Session(peer) => peer
+                .notify_tool_list_changed()
+                .await
+                .map_err(|e| e.to_string()),
+            Target::Subscription(sink) => sink
+                .notify_tool_list_changed()
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The object-schema rule: tool input and output schemas are JSON objects
+//! with `"type": "object"`, compiled once into validators.
+
+use anyhow::{bail, Context, Result};
+use serde_json::{Map, Value};
+
+/// How an object schema without any `"type"` is judged. The server refuses
+/// it (tool authors must say `"type": "object"`); the client accepts it, as
+/// other MCP clients do, since such a schema still only describes objects'
+/// properties.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingType {
+    Refuse,
+    Allow,
+}
+
+/// Whether `v` is an object schema: a JSON object whose `"type"` is
+/// `"object"` (or absent, when `missing` allows it).
+pub fn is_object_schema(v: &Value, missing: MissingType) -> bool {
+    let Some(obj) = v.as_object() else {
+        return false;
+    };
+    match obj.get("type") {
+        None => missing == MissingType::Allow,
+        Some(t) => t == "object",
+    }
+}
+
+/// Parse schema text that must be a JSON object with `"type": "object"`.
+pub fn parse_object_schema(text: &str, what: &str) -> Result<Map<String, Value>> {
+    let v: Value =
+        serde_json::from_str(text).with_context(|| format!("{what} is not valid JSON"))?;
+    if !v.is_object() {
+        bail!("{what} is not a JSON object")
+    }
+    if !is_object_schema(&v, MissingType::Refuse) {
+        bail!("{what} must have \"type\": \"object\" at the top level");
+    }
+    let Value::Object(obj) = v else {
+        unreachable!("checked above")
+    };
+    Ok(obj)
+}
+
+/// Compile a JSON Schema (no remote references are resolved).
+pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema::Validator> {
+    compile_value(&Value::Object(obj.clone()))
+        .map_err(|e| anyhow::anyhow!("{what} is not a valid JSON Schema: {e}"))
+}
+
+/// Compile a schema value; the error is the compiler's message.
+pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_are_checked() {
+        assert!(parse_object_schema(r#"{"type":"object"}"#, "s").is_ok());
+        assert!(parse_object_schema(r#"{"type":"string"}"#, "s").is_err());
+        assert!(parse_object_schema(r#"{"properties":{}}"#, "s").is_err());
+        assert!(parse_object_schema(r#"[1]"#, "s").is_err());
+        assert!(parse_object_schema(r#"{"type":"object""#, "s").is_err());
+        let bad = parse_object_schema(
+            r#"{"type":"object","properties":{"a":{"type":"nope"}}}"#,
+            "s",
+        )
+        .unwrap();
+        assert!(compile_schema(&bad, "s").is_err());
+    }
+
+    #[test]
+    fn missing_type_is_a_named_choice() {
+        let untyped = serde_json::json!({"properties": {}});
+        assert!(!is_object_schema(&untyped, MissingType::Refuse));
+        assert!(is_object_schema(&untyped, MissingType::Allow));
+        for bad in [
+            serde_json::json!({"type": "string"}),
+            serde_json::json!({"type": ["object"]}),
+            serde_json::json!(true),
+        ] {
+            assert!(!is_object_schema(&bad, MissingType::Allow), "{bad}");
+        }
+    }
+}

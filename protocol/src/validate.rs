@@ -1,0 +1,87 @@
+//! Argument and result validation against compiled schemas.
+
+use serde_json::Value;
+
+/// Error lines reported for one validation failure, at most.
+const MAX_REPORTED_ERRORS: usize = 5;
+
+/// Validate `value`; on failure, up to five errors, each as
+/// `<JSON pointer>: <message>` (the root is shown as `(root)`), joined by `; `.
+/// This is the one error format for arguments and results, server and client.
+pub fn validate(schema: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+    let errors: Vec<String> = schema
+        .iter_errors(value)
+        .take(MAX_REPORTED_ERRORS)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            let at = if at.is_empty() { "(root)" } else { &at };
+            format!("{at}: {e}")
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// Check a tool's raw result text: it must be a JSON object and, when the
+/// tool has an output schema, valid against it. The error is the contract
+/// violation to report.
+pub fn check_result(text: &str, output: Option<&jsonschema::Validator>) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Object(_)) => match output {
+            Some(schema) => match validate(schema, &v) {
+                Ok(()) => Ok(v),
+                Err(e) => Err(format!(
+                    "result does not match the tool's outputSchema: {e}"
+                )),
+            },
+            None => Ok(v),
+        },
+        Ok(_) => Err("result is not a JSON object".into()),
+        Err(e) => Err(format!("result is not valid JSON: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{compile_schema, parse_object_schema};
+    use serde_json::json;
+
+    #[test]
+    fn arguments_and_results_are_validated() {
+        let schema = parse_object_schema(
+            r#"{"type":"object","properties":{"n":{"type":"integer","minimum":1}},"required":["n"],"additionalProperties":false}"#,
+            "s",
+        )
+        .unwrap();
+        let v = compile_schema(&schema, "s").unwrap();
+        assert!(validate(&v, &json!({"n": 3})).is_ok());
+        let e = validate(&v, &json!({"n": 0, "extra": 1})).unwrap_err();
+        assert!(e.contains("/n") && e.contains("extra"), "{e}");
+        assert!(e.starts_with("/n: ") || e.starts_with("(root): "), "{e}");
+        assert!(e.contains("(root): Additional properties"), "{e}");
+        assert!(validate(&v, &json!({}))
+            .unwrap_err()
+            .contains("\"n\" is a required property"));
+        assert_eq!(
+            check_result(r#"{"n":2}"#, Some(&v)).unwrap(),
+            json!({"n": 2})
+        );
+        assert!(check_result(r#"{"n":"x"}"#, Some(&v))
+            .unwrap_err()
+            .contains("outputSchema"));
+        assert!(check_result("[1]", None)
+            .unwrap_err()
+            .contains("not a JSON object"));
+        assert!(check_result("{", None)
+            .unwrap_err()
+            .contains("not valid JSON"));
+        assert_eq!(
+            check_result(r#"{"any":true}"#, None).unwrap(),
+            json!({"any": true})
+        );
+    }
+}

@@ -1,0 +1,154 @@
+"""Drives `wasm-mcp serve` over stdio with the official Python SDK, 1.x
+(`ClientSession`, the 2025-11-25 handshake) or 2.x (`Client` in its default
+mode: it probes `server/discover` and speaks 2026-07-28).
+
+usage: python_client.py PLUGIN_DIR NEW_PLUGIN -- COMMAND ARGS...
+
+The server must serve workspace.wasm and hostile.wasm from PLUGIN_DIR with
+`--page-size 1 --max-concurrency 1 --watch-ms 100`. Checks, in order:
+pagination, a call, an `isError` result, cancellation (a spinning tool is
+cancelled and the single slot is free at once), hot reload (NEW_PLUGIN is
+copied into PLUGIN_DIR and the tool list change must be heard). Prints one
+`ok ...` line per check; exits non-zero on the first failure.
+"""
+
+import shutil
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import anyio
+
+SDK = version("mcp")
+MAJOR = int(SDK.split(".")[0])
+TIMEOUT = 60
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit(f"FAIL ({SDK}): {what}")
+
+
+async def list_all(list_page):
+    names, cursor, pages = [], None, 0
+    while True:
+        page = await list_page(cursor)
+        pages += 1
+        names += [t.name for t in page.tools]
+        cursor = page.nextCursor if MAJOR < 2 else page.next_cursor
+        if not cursor:
+            return names, pages
+
+
+async def common_checks(list_page, call_tool, cancel_spin):
+    names, pages = await list_all(list_page)
+    check({"read_file", "spin", "list_dir"} <= set(names), f"tools listed: {names}")
+    check(pages == len(names), f"one tool per page: {pages} pages, {len(names)} tools")
+    print(f"ok pagination: {len(names)} tools in {pages} pages")
+
+    r = await call_tool("read_file", {"path": "hello.txt"})
+    structured = r.structuredContent if MAJOR < 2 else r.structured_content
+    check(not (r.isError if MAJOR < 2 else r.is_error), f"read_file failed: {r}")
+    check(structured["content"] == "hello\n", f"read_file result: {structured}")
+    print("ok call")
+
+    r = await call_tool("read_file", {"path": "missing.txt"})
+    check(r.isError if MAJOR < 2 else r.is_error, f"missing file is not isError: {r}")
+    print("ok isError")
+
+    # Cancel a spinning call. With one slot, the next call only runs if
+    # the server stopped the guest and freed it.
+    await cancel_spin()
+    started = time.monotonic()
+    r = await call_tool("read_file", {"path": "hello.txt"})
+    took = time.monotonic() - started
+    check(not (r.isError if MAJOR < 2 else r.is_error), f"slot not freed after cancel: {r}")
+    check(took < 5, f"next call after cancel took {took:.2f}s")
+    print(f"ok cancellation: next call answered in {took * 1000:.0f} ms")
+
+
+async def hot_reload(plugin_dir, new_plugin, changed, list_page):
+    before, _ = await list_all(list_page)
+    shutil.copy(new_plugin, Path(plugin_dir) / Path(new_plugin).name)
+    with anyio.fail_after(TIMEOUT):
+        await changed()
+    after, _ = await list_all(list_page)
+    check(set(before) < set(after), f"tools after reload: {after} (before: {before})")
+    print(f"ok list_changed: {len(before)} -> {len(after)} tools")
+
+
+async def run_v1(plugin_dir, new_plugin, command):
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    import mcp.types as types
+
+    heard = anyio.Event()
+
+    async def on_message(message):
+        root = getattr(message, "root", None)
+        if isinstance(root, types.ToolListChangedNotification):
+            heard.set()
+
+    params = StdioServerParameters(command=command[0], args=command[1:])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            init = await session.initialize()
+            print(f"ok initialize: protocol {init.protocolVersion}")
+            list_page = lambda cursor: session.list_tools(cursor=cursor)
+
+            async def cancel_spin():
+                # SDK 1.x does not send notifications/cancelled when a call is
+                # abandoned; a host does it itself, with the request's id.
+                spin_id = session._request_id
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(session.call_tool, "spin", {})
+                    await anyio.sleep(0.5)
+                    params = types.CancelledNotificationParams(requestId=spin_id, reason="test")
+                    note = types.CancelledNotification(method="notifications/cancelled", params=params)
+                    await session.send_notification(types.ClientNotification(note))
+                    tg.cancel_scope.cancel()
+
+            await common_checks(list_page, session.call_tool, cancel_spin)
+            await hot_reload(plugin_dir, new_plugin, heard.wait, list_page)
+
+
+async def run_v2(plugin_dir, new_plugin, command):
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=command[0], args=command[1:])
+    async with Client(params) as client:
+        negotiated = client.session.protocol_version
+        print(f"ok connect: protocol {negotiated}")
+        check(negotiated == "2026-07-28", f"default mode negotiated {negotiated}")
+        list_page = lambda cursor: client.list_tools(cursor=cursor, cache_mode="refresh")
+
+        async def cancel_spin():
+            # Abandoning the call (anyio cancellation) makes SDK 2.x send
+            # notifications/cancelled.
+            with anyio.move_on_after(0.5):
+                await client.call_tool("spin", {})
+                check(False, "spin returned")
+
+        await common_checks(list_page, client.call_tool, cancel_spin)
+        async with client.listen(tools_list_changed=True) as sub:
+            check(sub.honored.tools_list_changed, f"listen not honored: {sub.honored}")
+
+            async def changed():
+                event = await sub.__anext__()
+                print(f"ok event: {type(event).__name__}")
+
+            await hot_reload(plugin_dir, new_plugin, changed, list_page)
+
+
+def main():
+    args = sys.argv[1:]
+    sep = args.index("--")
+    (plugin_dir, new_plugin), command = args[:sep], args[sep + 1 :]
+    run = run_v1 if MAJOR < 2 else run_v2
+    anyio.run(run, plugin_dir, new_plugin, command)
+    print(f"PASS python mcp {SDK}")
+
+
+if __name__ == "__main__":
+    main()

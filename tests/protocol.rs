@@ -1,0 +1,481 @@
+//! Both protocol revisions over stdio, as raw JSON-RPC frames: the
+//! 2025-11-25 handshake and the stateless 2026-07-28 revision
+//! (`server/discover`, `_meta` per request, `subscriptions/listen`), their
+//! error codes, malformed params, cancellation and progress.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+mod support;
+use support::{is_error, plugin, plugin_dir, Server};
+
+const V2026: &str = "2026-07-28";
+
+/// The `_meta` every 2026-07-28 request carries.
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": V2026,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "protocol-tests", "version": "0"},
+    })
+}
+
+/// `params` with the 2026-07-28 `_meta` added (merged with any given).
+fn with_meta(mut params: Value) -> Value {
+    let mut m = meta();
+    if let Some(extra) = params.get("_meta").and_then(Value::as_object) {
+        m.as_object_mut().unwrap().extend(extra.clone());
+    }
+    params["_meta"] = m;
+    params
+}
+
+fn worktree() -> tempfile::TempDir {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("hello.txt"), "hello\n").unwrap();
+    wt
+}
+
+fn error_code(r: &Value) -> i64 {
+    r["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected a JSON-RPC error, got {r}"))
+}
+
+/// How a test speaks to the server: 2025-11-25 after `initialize`, or
+/// 2026-07-28 with `_meta` on each request and no handshake.
+#[derive(Clone, Copy, Debug)]
+enum Revision {
+    Handshake,
+    Stateless,
+}
+
+impl Revision {
+    fn start(
+        self,
+        wt: &std::path::Path,
+        plugins: &std::path::Path,
+        extra: &[&str],
+    ) -> (Server, support::ServerLog) {
+        let (mut s, log) = Server::spawn_logged(wt, plugins, extra);
+        if let Revision::Handshake = self {
+            s.initialize();
+        }
+        (s, log)
+    }
+
+    fn params(self, params: Value) -> Value {
+        match self {
+            Revision::Handshake => params,
+            Revision::Stateless => with_meta(params),
+        }
+    }
+}
+
+#[test]
+fn discover_and_initialize_advertise_only_what_is_served() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let mut s = Server::spawn(wt.path(), plugins.path(), &[]);
+    let d = s.request("server/discover", json!({"_meta": meta()}));
+    let res = &d["result"];
+    assert_eq!(
+        res["supportedVersions"],
+        json!(["2025-06-18", "2025-11-25", V2026]),
+        "{d}"
+    );
+    assert_eq!(
+        res["capabilities"],
+        json!({"tools": {"listChanged": true}}),
+        "{d}"
+    );
+    assert_eq!(
+        res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "wasm-mcp"
+    );
+    // discover is a probe: the 2025-11-25 handshake is still possible after it.
+    let init = s.initialize();
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    assert_eq!(
+        init["result"]["capabilities"],
+        json!({"tools": {"listChanged": true}}),
+        "{init}"
+    );
+    // A 2025-11-25 session has no subscriptions/listen.
+    let listen = s.request(
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    assert_eq!(error_code(&listen), -32601, "{listen}");
+    assert!(s.shutdown().success());
+
+    // A version older than we serve is answered with ours.
+    let mut s = Server::spawn(wt.path(), plugins.path(), &[]);
+    let init = s.request(
+        "initialize",
+        json!({"protocolVersion": "2024-11-05", "capabilities": {},
+               "clientInfo": {"name": "old", "version": "0"}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn stateless_requests_work_without_initialize_and_get_its_error_codes() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let mut s = Server::spawn(wt.path(), plugins.path(), &["--page-size", "1"]);
+    // A request without the required _meta is malformed: -32602.
+    let bare = s.request("tools/list", json!({}));
+    assert_eq!(error_code(&bare), -32602, "{bare}");
+    let half = s.request(
+        "tools/list",
+        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": V2026}}),
+    );
+    assert_eq!(error_code(&half), -32602, "{half}");
+    assert!(
+        half["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("clientCapabilities"),
+        "{half}"
+    );
+    // An unknown version: -32022 naming what we support.
+    let mut future = meta();
+    future["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let r = s.request("tools/list", json!({"_meta": future}));
+    assert_eq!(error_code(&r), -32022, "{r}");
+    assert!(r.to_string().contains(V2026), "{r}");
+
+    // Pagination and calls, each request standing alone.
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut p = json!({});
+        if let Some(c) = &cursor {
+            p["cursor"] = json!(c);
+        }
+        let page = s.request("tools/list", with_meta(p));
+        let res = &page["result"];
+        assert_eq!(res["resultType"], "complete", "{page}");
+        assert_eq!(
+            res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "wasm-mcp"
+        );
+        for t in res["tools"].as_array().unwrap() {
+            names.push(t["name"].as_str().unwrap().to_string());
+        }
+        match res["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.into()),
+            None => break,
+        }
+    }
+    assert_eq!(names, ["list_dir", "read_file", "search", "write_file"]);
+    let call = s.request(
+        "tools/call",
+        with_meta(json!({"name": "read_file", "arguments": {"path": "hello.txt"}})),
+    );
+    assert_eq!(
+        call["result"]["structuredContent"]["content"], "hello\n",
+        "{call}"
+    );
+    assert_eq!(call["result"]["resultType"], "complete", "{call}");
+    let named = "io.modelcontextprotocol/serverInfo";
+    assert_eq!(call["result"]["_meta"][named]["name"], "wasm-mcp", "{call}");
+    // A tool error is a result with isError, not a protocol error.
+    let missing = s.request(
+        "tools/call",
+        with_meta(json!({"name": "read_file", "arguments": {"path": "nope.txt"}})),
+    );
+    assert!(is_error(&missing["result"]), "{missing}");
+    // An unknown tool is invalid params; ping is gone in 2026-07-28.
+    let unknown = s.request(
+        "tools/call",
+        with_meta(json!({"name": "nope", "arguments": {}})),
+    );
+    assert_eq!(error_code(&unknown), -32602, "{unknown}");
+    let ping = s.request("ping", with_meta(json!({})));
+    assert_eq!(error_code(&ping), -32601, "{ping}");
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn malformed_params_are_invalid_params_naming_the_problem() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    for rev in [Revision::Handshake, Revision::Stateless] {
+        let (mut s, _log) = rev.start(wt.path(), plugins.path(), &[]);
+        let cases = [
+            ("tools/call", json!({"arguments": {}}), "`name` is missing"),
+            (
+                "tools/call",
+                json!({"name": 7}),
+                "`name` must be a string, got a number",
+            ),
+            (
+                "tools/call",
+                json!({"name": "read_file", "arguments": "{\"path\":\"x\"}"}),
+                "`arguments` must be an object, got a string",
+            ),
+        ];
+        for (method, params, says) in cases {
+            let r = s.request(method, rev.params(params.clone()));
+            assert_eq!(error_code(&r), -32602, "{rev:?} {method} {params}: {r}");
+            let message = r["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains(says),
+                "{rev:?} {method} {params}: {message}"
+            );
+        }
+        // Methods we do not serve stay -32601, whatever their params.
+        let r = s.request("prompts/get", rev.params(json!({"name": 1})));
+        assert_eq!(error_code(&r), -32601, "{rev:?}: {r}");
+        // Still serving.
+        let ok = s.request(
+            "tools/call",
+            rev.params(json!({"name": "read_file", "arguments": {"path": "hello.txt"}})),
+        );
+        assert!(ok.get("result").is_some(), "{rev:?}: {ok}");
+        assert!(s.shutdown().success());
+    }
+}
+
+/// Subscription ids of the `list_changed` notifications received within
+/// `wait` (the test reads all messages meanwhile).
+fn list_changed_ids(s: &mut Server, wait: Duration) -> Vec<Value> {
+    let deadline = Instant::now() + wait;
+    let mut ids = Vec::new();
+    while let Some(n) = s.wait_notification(
+        "notifications/tools/list_changed",
+        deadline.saturating_duration_since(Instant::now()),
+    ) {
+        ids.push(n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].clone());
+    }
+    ids.sort_by_key(|v| v.to_string());
+    ids
+}
+
+#[test]
+fn every_listen_stream_hears_of_hot_reload_until_it_is_cancelled() {
+    let wt = worktree();
+    let dir = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _log) = Server::spawn_logged(wt.path(), dir.path(), &["--watch-ms", "100"]);
+    let listen = json!({"notifications": {"toolsListChanged": true}});
+    let first = s.send_request("subscriptions/listen", with_meta(listen.clone()));
+    let second = s.send_request("subscriptions/listen", with_meta(listen));
+    for id in [first, second] {
+        let ack = s
+            .wait_notification(
+                "notifications/subscriptions/acknowledged",
+                Duration::from_secs(30),
+            )
+            .expect("listen acknowledged");
+        assert_eq!(
+            ack["params"]["notifications"],
+            json!({"toolsListChanged": true}),
+            "{ack} ({id})"
+        );
+    }
+
+    std::fs::copy(
+        plugin("test-plugins/hostile.wasm"),
+        dir.path().join("hostile.wasm"),
+    )
+    .unwrap();
+    let ids = list_changed_ids(&mut s, Duration::from_secs(5));
+    assert_eq!(
+        ids,
+        vec![json!(first), json!(second)],
+        "one notification per stream"
+    );
+    let tools = s.request("tools/list", with_meta(json!({})));
+    assert!(tools.to_string().contains("\"spin\""), "{tools}");
+
+    // Cancelling a stream ends it (no response is sent for it); the other
+    // keeps hearing.
+    s.notify("notifications/cancelled", json!({"requestId": first}));
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_file(dir.path().join("hostile.wasm")).unwrap();
+    let ids = list_changed_ids(&mut s, Duration::from_secs(5));
+    assert_eq!(ids, vec![json!(second)]);
+    assert!(s.wait_response(first, Duration::from_millis(200)).is_none());
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn a_cancelled_call_stops_its_guest_and_frees_its_slot() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    // One slot, a long deadline: without cancellation the next call would
+    // wait half of it (10 s) and come back `busy`.
+    let extra = ["--max-concurrency", "1", "--timeout-ms", "20000"];
+    // A guest in wasm code (spin) and one blocked in a host call (a WASI sleep).
+    let runs = [
+        (Revision::Handshake, "spin"),
+        (Revision::Stateless, "spin"),
+        (Revision::Stateless, "sleep_forever"),
+    ];
+    for (rev, tool) in runs {
+        let (mut s, log) = rev.start(wt.path(), plugins.path(), &extra);
+        let spin = s.send_request(
+            "tools/call",
+            rev.params(
+                json!({"name": tool, "arguments": {}, "_meta": {"progressToken": "spin-1"}}),
+            ),
+        );
+        // Progress tells us when the guest is running.
+        let mut seen = Vec::new();
+        while !seen.iter().any(|m: &String| m.ends_with("running")) {
+            let p = s
+                .wait_notification("notifications/progress", Duration::from_secs(30))
+                .expect("progress of the spinning call");
+            assert_eq!(p["params"]["progressToken"], "spin-1", "{p}");
+            seen.push(p["params"]["message"].as_str().unwrap().to_string());
+        }
+        assert_eq!(
+            seen,
+            [
+                format!("{tool}: waiting for a call slot"),
+                format!("{tool}: running")
+            ]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+
+        let cancelled = Instant::now();
+        s.notify(
+            "notifications/cancelled",
+            json!({"requestId": spin, "reason": "test"}),
+        );
+        let r = s.request(
+            "tools/call",
+            rev.params(json!({"name": "read_file", "arguments": {"path": "hello.txt"}})),
+        );
+        let took = cancelled.elapsed();
+        assert!(
+            !is_error(&r["result"]),
+            "{rev:?}: the slot was not freed: {r}"
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "{rev:?}: next call took {took:?}"
+        );
+        eprintln!("{rev:?} {tool}: cancel → next call answered in {took:?}");
+        // No response (nor a `done` progress) for the cancelled request.
+        assert!(
+            s.wait_response(spin, Duration::from_millis(300)).is_none(),
+            "{rev:?}"
+        );
+        assert!(
+            !s.notifications
+                .iter()
+                .any(|n| n["params"]["message"] == format!("{tool}: done")),
+            "{rev:?}"
+        );
+        assert!(s.shutdown().success());
+        let text = log.read();
+        assert!(
+            text.contains("call cancelled by the client")
+                && text.contains(&format!("tool=\"{tool}\"")),
+            "{rev:?}: {text}"
+        );
+    }
+}
+
+#[test]
+fn progress_reports_each_stage_of_a_call_only_when_asked() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
+    let call = |token: Option<&str>| {
+        let mut p = json!({"name": "read_file", "arguments": {"path": "hello.txt"}});
+        if let Some(t) = token {
+            p["_meta"] = json!({"progressToken": t});
+        }
+        p
+    };
+    let r = s.request("tools/call", call(Some("p")));
+    assert!(r.get("result").is_some(), "{r}");
+    // A 2025-11-25 result keeps its shape: no 2026-07-28 fields.
+    assert!(
+        r["result"].get("_meta").is_none() && r["result"].get("resultType").is_none(),
+        "{r}"
+    );
+    let steps: Vec<(Value, Value)> = s
+        .notifications
+        .drain(..)
+        .filter(|n| n["method"] == "notifications/progress")
+        .map(|n| {
+            (
+                n["params"]["progress"].clone(),
+                n["params"]["message"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (json!(1.0), json!("read_file: waiting for a call slot")),
+            (json!(2.0), json!("read_file: running")),
+            (json!(3.0), json!("read_file: done")),
+        ]
+    );
+    s.request("tools/call", call(None));
+    assert!(
+        !s.notifications
+            .iter()
+            .any(|n| n["method"] == "notifications/progress"),
+        "no token, no progress: {:?}",
+        s.notifications
+    );
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn open_listen_streams_are_bounded_and_a_cancelled_one_frees_its_place() {
+    const MAX: u64 = 1024; // host::subscriptions::MAX_SUBSCRIPTIONS
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let mut s = Server::spawn(wt.path(), plugins.path(), &[]);
+    let listen = with_meta(json!({"notifications": {"toolsListChanged": true}}));
+    let ids: Vec<u64> = (0..=MAX)
+        .map(|_| s.send_request("subscriptions/listen", listen.clone()))
+        .collect();
+    // Handlers run concurrently: whichever came last is refused.
+    let refused = loop {
+        let m = s
+            .next_message(Duration::from_secs(60))
+            .expect("one listen refused");
+        if m.get("error").is_some() {
+            break m;
+        }
+    };
+    assert_eq!(error_code(&refused), -32600, "{refused}");
+    assert!(
+        refused.to_string().contains("too many open subscriptions"),
+        "{refused}"
+    );
+    // The others are open: none was answered.
+    let open: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|i| json!(i) != refused["id"])
+        .collect();
+    assert_eq!(open.len() as u64, MAX);
+    assert!(s
+        .wait_response(open[0], Duration::from_millis(300))
+        .is_none());
+
+    s.notify("notifications/cancelled", json!({"requestId": open[0]}));
+    std::thread::sleep(Duration::from_millis(200));
+    let again = s.send_request("subscriptions/listen", listen);
+    assert!(
+        s.wait_response(again, Duration::from_millis(500)).is_none(),
+        "a freed place is usable"
+    );
+    let call = s.request(
+        "tools/call",
+        with_meta(json!({"name": "read_file", "arguments": {"path": "hello.txt"}})),
+    );
+    assert!(call.get("result").is_some(), "{call}");
+    assert!(s.shutdown().success());
+}
