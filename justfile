@@ -37,8 +37,12 @@ bench *args="": plugins
     bash scripts/bench-baseline-venv.sh
     cargo run --release -p wasm-mcp-bench -- {{args}}
 
+# Regenerate fuzz/workspace-tools.json from the built workspace plugin (`wasm-mcp tools`).
+fuzz-schemas: plugins
+    bash scripts/fuzz-schemas.sh
+
 # A short bounded fuzz run of the JSON-RPC / argument / cursor path (cargo fuzz, libFuzzer).
-fuzz seconds="20" target="jsonrpc_args":
+fuzz seconds="20" target="jsonrpc_args": fuzz-schemas
     command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
     mkdir -p fuzz/corpus/{{target}}
     cd fuzz && mkdir -p target && RUSTC_BOOTSTRAP=1 cargo fuzz run {{target}} corpus/{{target}} seeds -- -max_total_time={{seconds}} -rss_limit_mb=2048 > target/fuzz.log 2>&1 || { tail -40 target/fuzz.log; echo "fuzz: {{target}} failed" >&2; exit 1; }

@@ -44,6 +44,41 @@ enum Cmd {
         #[arg(default_value = "{}")]
         args: String,
     },
+    /// Describe a component: sha256, imports (and any this host lacks),
+    /// whether the host can run it, its tools with schemas and annotations.
+    /// Exits non-zero when the host cannot run it.
+    Inspect {
+        /// The component file.
+        plugin: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Compiled-component cache dir [default: $XDG_CACHE_HOME/wasm-mcp or ~/.cache/wasm-mcp].
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Do not read or write the compile cache.
+        #[arg(long)]
+        no_cache: bool,
+    },
+    /// Scaffold a plugin project: `./build.sh` builds NAME.wasm, `./test.sh`
+    /// calls its tool through `wasm-mcp call`.
+    New {
+        /// Project, tool and component name: [a-z][a-z0-9_-]{0,63}.
+        name: String,
+        /// Template language (those built in: see the error for another).
+        #[arg(long, default_value = "rust")]
+        lang: String,
+        /// Directory to create [default: ./NAME]; must not exist or be empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Turn a wasm32-wasip1 core module into a tool component (WASI
+    /// preview1 adapter) or validate one: IN OUT [--adapter reactor|command]
+    /// [--list-imports].
+    Componentize {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -256,6 +291,26 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
     Registry::open(sandbox, cache, &c.plugins, c.allow.clone()).await
 }
 
+async fn inspect(plugin: &Path, json: bool, cache: ComponentCache) -> Result<()> {
+    // No filesystem at all: list-tools never gets one.
+    let sandbox = Sandbox::new(
+        None,
+        FsAccess::ReadOnly,
+        Limits::default(),
+        &EngineOptions::default(),
+    )?;
+    let report = wasm_mcp_host::inspect::inspect(&sandbox, &cache, plugin).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", wasm_mcp_host::inspect::render(&report));
+    }
+    match &report.cannot_run {
+        None => Ok(()),
+        Some(why) => anyhow::bail!("{}: the host cannot run it: {why}", plugin.display()),
+    }
+}
+
 async fn serve(args: ServeArgs) -> Result<()> {
     // Options are checked (token readable, config valid) before plugins load.
     let http = args.http.http.map(|a| args.http.options(a)).transpose()?;
@@ -299,6 +354,31 @@ async fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.cmd {
+        Cmd::Componentize { args } => return componentize::cli(&args),
+        Cmd::New { name, lang, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            wasm_mcp_host::scaffold::new_project(&name, &lang, &dir).map(|files| {
+                eprintln!(
+                    "wasm-mcp: created {} ({} files): cd {} && ./build.sh && ./test.sh",
+                    dir.display(),
+                    files.len(),
+                    dir.display()
+                );
+            })
+        }
+        Cmd::Inspect {
+            plugin,
+            json,
+            cache_dir,
+            no_cache,
+        } => {
+            let cache = ComponentCache::new(if no_cache {
+                None
+            } else {
+                cache_dir.or_else(default_cache_dir)
+            });
+            inspect(&plugin, json, cache).await
+        }
         Cmd::Serve(a) => serve(a).await,
         Cmd::Tools(c) => {
             async {

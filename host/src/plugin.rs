@@ -164,6 +164,45 @@ pub struct Plugin {
     share: Semaphore,
 }
 
+/// A component compiled by the sandbox's engine (or loaded from the
+/// cache), not yet linked.
+pub struct Compiled {
+    pub path: PathBuf,
+    /// Hex SHA-256 of the file.
+    pub digest: String,
+    pub cache: CacheOutcome,
+    pub component: Component,
+}
+
+impl Compiled {
+    /// Refuses a file that is not a component (naming what it is instead),
+    /// then compiles it.
+    pub async fn new(
+        sandbox: &Sandbox,
+        cache: &ComponentCache,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<Compiled> {
+        let name = path.display();
+        if !wasmparser::Parser::is_component(bytes) {
+            if wasmparser::Parser::is_core_wasm(bytes) {
+                anyhow::bail!("{name}: is a core wasm module, not a component (componentize it with the WASI preview1 adapter)");
+            }
+            anyhow::bail!("{name}: is not a WebAssembly component");
+        }
+        let digest = sha256_hex(bytes);
+        let (component, outcome) = compile(sandbox, cache, bytes, &digest)
+            .await
+            .with_context(|| format!("{name}: failed to compile"))?;
+        Ok(Compiled {
+            path: path.to_owned(),
+            digest,
+            cache: outcome,
+            component,
+        })
+    }
+}
+
 /// Why a plugin did not load.
 #[derive(Debug)]
 pub enum LoadError {
@@ -221,22 +260,19 @@ impl Plugin {
         path: &Path,
         bytes: &[u8],
     ) -> Result<Arc<Plugin>, LoadError> {
-        let name = path.display();
-        if !wasmparser::Parser::is_component(bytes) {
-            if wasmparser::Parser::is_core_wasm(bytes) {
-                return Err(anyhow::anyhow!("{name}: is a core wasm module, not a component (componentize it with the WASI preview1 adapter)").into());
-            }
-            return Err(anyhow::anyhow!("{name}: is not a WebAssembly component").into());
-        }
-        let digest = sha256_hex(bytes);
-        let (component, outcome) = compile(sandbox, cache, bytes, &digest)
-            .await
-            .with_context(|| format!("{name}: failed to compile"))?;
-        let pre = link(sandbox, &component).with_context(|| format!("{name}: cannot be linked"))?;
+        let compiled = Compiled::new(sandbox, cache, path, bytes).await?;
+        Self::from_compiled(sandbox, compiled).await
+    }
+
+    /// Link a compiled component and ask it for its tools.
+    pub async fn from_compiled(sandbox: &Sandbox, c: Compiled) -> Result<Arc<Plugin>, LoadError> {
+        let name = c.path.display().to_string();
+        let pre =
+            link(sandbox, &c.component).with_context(|| format!("{name}: cannot be linked"))?;
         let mut plugin = Plugin {
-            path: path.to_owned(),
-            digest,
-            cache: outcome,
+            path: c.path,
+            digest: c.digest,
+            cache: c.cache,
             pre,
             tools: Vec::new(),
             share: Semaphore::new(sandbox.limits().plugin_share()),

@@ -5,11 +5,11 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 
-use serde::de::DeserializeOwned;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use wasm_mcp_guest::{Descriptor, Tool};
 
-use crate::api::{Code, Desc, ToolErr};
+use crate::api::{Code, ToolErr};
 use crate::paths::{is_git_metadata, join_rel, normalize, resolve, resolve_links};
 
 /// No tool reads (or writes) more than this many bytes of one file.
@@ -21,188 +21,38 @@ pub const MAX_MATCH_CHARS: usize = 500;
 /// Directory depth at which `search` stops descending.
 pub const MAX_SEARCH_DEPTH: usize = 64;
 
-pub fn descriptors() -> Vec<Desc> {
+/// The four tools, with paths resolved under `root`.
+pub fn tools(root: &Path) -> Vec<Tool> {
+    let at = |root: &Path| root.to_path_buf();
+    let (r1, r2, r3, r4) = (at(root), at(root), at(root), at(root));
     vec![
-        Desc {
-            name: "read_file",
-            title: "Read file",
-            description: "Read a text file of the worktree, by lines. `path` is relative to the \
-                worktree root. Returns up to `line_limit` lines (default and maximum 1000) starting \
-                at line `offset` (0-based, default 0). At most the first 2 MiB of the file are read; \
-                `total_lines` counts the lines within that window and `truncated` is true when the \
-                line limit or the 2 MiB cap cut the output. Bytes that are not valid UTF-8 are \
-                replaced with U+FFFD (lossy conversion).",
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path, relative to the worktree root."},
-                    "offset": {"type": "integer", "minimum": 0, "default": 0,
-                               "description": "First line to return, 0-based."},
-                    "line_limit": {"type": "integer", "minimum": 1, "maximum": MAX_LINE_LIMIT,
-                                   "default": MAX_LINE_LIMIT, "description": "Maximum number of lines to return."}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
-            output_schema: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "content": {"type": "string"},
-                    "start_line": {"type": "integer", "minimum": 0},
-                    "lines_returned": {"type": "integer", "minimum": 0},
-                    "total_lines": {"type": "integer", "minimum": 0},
-                    "size_bytes": {"type": "integer", "minimum": 0},
-                    "truncated": {"type": "boolean"}
-                },
-                "required": ["path", "content", "start_line", "lines_returned", "total_lines",
-                             "size_bytes", "truncated"]
-            }),
-            read_only: true,
-            destructive: false,
-            idempotent: true,
-        },
-        Desc {
-            name: "write_file",
-            title: "Write file",
-            description: "Write a text file of the worktree, replacing it if it exists. `path` is \
-                relative to the worktree root; `content` is at most 2 MiB (UTF-8 bytes). Parent \
-                directories are created only when `create_dirs` is true. The worktree's `.git` \
-                metadata is never writable.",
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path, relative to the worktree root."},
-                    "content": {"type": "string", "description": "The new file content (at most 2 MiB)."},
-                    "create_dirs": {"type": "boolean", "default": false,
-                                    "description": "Create missing parent directories."}
-                },
-                "required": ["path", "content"],
-                "additionalProperties": false
-            }),
-            output_schema: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "bytes_written": {"type": "integer", "minimum": 0},
-                    "created": {"type": "boolean", "description": "True if the file did not exist before."}
-                },
-                "required": ["path", "bytes_written", "created"]
-            }),
-            read_only: false,
-            destructive: true,
-            idempotent: true,
-        },
-        Desc {
-            name: "list_dir",
-            title: "List directory",
-            description: "List a directory of the worktree (default: the root), sorted by name, at \
-                most 1000 entries. `kind` is file, dir, symlink (not followed) or other; `size` is \
-                the file size in bytes (0 for non-files).",
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "default": ".",
-                             "description": "Directory path, relative to the worktree root."}
-                },
-                "additionalProperties": false
-            }),
-            output_schema: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "entries": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "name": {"type": "string"},
-                                "kind": {"enum": ["file", "dir", "symlink", "other"]},
-                                "size": {"type": "integer", "minimum": 0}
-                            },
-                            "required": ["name", "kind", "size"]
-                        }
-                    },
-                    "truncated": {"type": "boolean"}
-                },
-                "required": ["path", "entries", "truncated"]
-            }),
-            read_only: true,
-            destructive: false,
-            idempotent: true,
-        },
-        Desc {
-            name: "search",
-            title: "Search files",
-            description: "Search the worktree for a literal string (not a regex), recursively from \
-                `path` (default: the root). Returns matching lines (1-based line numbers, text cut \
-                at 500 characters), at most `max_results` (default 100, maximum 1000). Skips `.git`, \
-                files over 2 MiB, binary files (containing a NUL byte) and symlinked directories.",
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "minLength": 1, "description": "Literal text to find."},
-                    "path": {"type": "string", "default": ".",
-                             "description": "File or directory to search, relative to the worktree root."},
-                    "case_sensitive": {"type": "boolean", "default": true},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_RESULTS,
-                                    "default": 100}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
-            output_schema: json!({
-                "type": "object",
-                "properties": {
-                    "matches": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "path": {"type": "string"},
-                                "line": {"type": "integer", "minimum": 1},
-                                "text": {"type": "string"}
-                            },
-                            "required": ["path", "line", "text"]
-                        }
-                    },
-                    "files_scanned": {"type": "integer", "minimum": 0},
-                    "truncated": {"type": "boolean"}
-                },
-                "required": ["matches", "files_scanned", "truncated"]
-            }),
-            read_only: true,
-            destructive: false,
-            idempotent: true,
-        },
+        Tool::new("read_file", move |a| read_file(&r1, a))
+            .title("Read file")
+            .read_only()
+            .idempotent(),
+        Tool::new("write_file", move |a| write_file(&r2, a))
+            .title("Write file")
+            .destructive()
+            .idempotent(),
+        Tool::new("list_dir", move |a| list_dir(&r3, a))
+            .title("List directory")
+            .read_only()
+            .idempotent(),
+        Tool::new("search", move |a| search(&r4, a))
+            .title("Search files")
+            .read_only()
+            .idempotent(),
     ]
+}
+
+/// What `list-tools` returns.
+pub fn descriptors() -> Vec<Descriptor> {
+    wasm_mcp_guest::descriptors(&tools(Path::new("/")))
 }
 
 /// Runs tool `name`; returns the result object as JSON text.
 pub fn call(root: &Path, name: &str, args_json: &str) -> Result<String, ToolErr> {
-    let out = match name {
-        "read_file" => read_file(root, parse(name, args_json)?)?,
-        "write_file" => write_file(root, parse(name, args_json)?)?,
-        "list_dir" => list_dir(root, parse(name, args_json)?)?,
-        "search" => search(root, parse(name, args_json)?)?,
-        _ => {
-            return Err(ToolErr::new(
-                Code::UnknownTool,
-                format!("unknown tool `{name}`"),
-            ))
-        }
-    };
-    Ok(out.to_string())
-}
-
-fn parse<T: DeserializeOwned>(tool: &str, args_json: &str) -> Result<T, ToolErr> {
-    let text = if args_json.trim().is_empty() {
-        "{}"
-    } else {
-        args_json
-    };
-    serde_json::from_str(text)
-        .map_err(|e| ToolErr::invalid(format!("invalid arguments for {tool}: {e}")))
+    wasm_mcp_guest::call(&tools(root), name, args_json)
 }
 
 fn check_range(field: &str, v: u64, lo: u64, hi: u64) -> Result<u64, ToolErr> {
@@ -218,15 +68,46 @@ fn default_dot() -> String {
     ".".to_string()
 }
 
+fn max_line_limit() -> u64 {
+    MAX_LINE_LIMIT
+}
+
+fn default_max_results() -> u64 {
+    100
+}
+
 // ---------------------------------------------------------------- read_file
 
-#[derive(Deserialize)]
+/// Read a text file of the worktree, by lines. `path` is relative to the
+/// worktree root. Returns up to `line_limit` lines (default and maximum 1000)
+/// starting at line `offset` (0-based, default 0). At most the first 2 MiB of
+/// the file are read; `total_lines` counts the lines within that window and
+/// `truncated` is true when the line limit or the 2 MiB cap cut the output.
+/// Bytes that are not valid UTF-8 are replaced with U+FFFD (lossy
+/// conversion).
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadArgs {
+pub struct ReadArgs {
+    /// File path, relative to the worktree root.
     path: String,
+    /// First line to return, 0-based.
     #[serde(default)]
     offset: u64,
-    line_limit: Option<u64>,
+    /// Maximum number of lines to return.
+    #[serde(default = "max_line_limit")]
+    #[schemars(range(min = 1, max = MAX_LINE_LIMIT))]
+    line_limit: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ReadOut {
+    path: String,
+    content: String,
+    start_line: u64,
+    lines_returned: u64,
+    total_lines: u64,
+    size_bytes: u64,
+    truncated: bool,
 }
 
 /// The pure part of `read_file`: a window of lines of `data`.
@@ -261,13 +142,8 @@ pub fn preview(data: &[u8], offset: u64, line_limit: u64, capped: bool) -> Previ
     }
 }
 
-fn read_file(root: &Path, a: ReadArgs) -> Result<Value, ToolErr> {
-    let limit = check_range(
-        "line_limit",
-        a.line_limit.unwrap_or(MAX_LINE_LIMIT),
-        1,
-        MAX_LINE_LIMIT,
-    )?;
+fn read_file(root: &Path, a: ReadArgs) -> Result<ReadOut, ToolErr> {
+    let limit = check_range("line_limit", a.line_limit, 1, MAX_LINE_LIMIT)?;
     let rel = normalize(&a.path)?;
     let full = resolve(root, &rel);
     let file = fs::File::open(&full).map_err(|e| ToolErr::io(&rel, &e))?;
@@ -285,29 +161,44 @@ fn read_file(root: &Path, a: ReadArgs) -> Result<Value, ToolErr> {
     let capped = data.len() as u64 > MAX_FILE_BYTES;
     data.truncate(MAX_FILE_BYTES as usize);
     let p = preview(&data, a.offset, limit, capped);
-    Ok(json!({
-        "path": rel,
-        "content": p.content,
-        "start_line": a.offset,
-        "lines_returned": p.lines_returned,
-        "total_lines": p.total_lines,
-        "size_bytes": meta.len().max(data.len() as u64),
-        "truncated": p.truncated,
-    }))
+    Ok(ReadOut {
+        path: rel,
+        content: p.content,
+        start_line: a.offset,
+        lines_returned: p.lines_returned,
+        total_lines: p.total_lines,
+        size_bytes: meta.len().max(data.len() as u64),
+        truncated: p.truncated,
+    })
 }
 
 // --------------------------------------------------------------- write_file
 
-#[derive(Deserialize)]
+/// Write a text file of the worktree, replacing it if it exists. `path` is
+/// relative to the worktree root; `content` is at most 2 MiB (UTF-8 bytes).
+/// Parent directories are created only when `create_dirs` is true. The
+/// worktree's `.git` metadata is never writable.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteArgs {
+pub struct WriteArgs {
+    /// File path, relative to the worktree root.
     path: String,
+    /// The new file content (at most 2 MiB).
     content: String,
+    /// Create missing parent directories.
     #[serde(default)]
     create_dirs: bool,
 }
 
-fn write_file(root: &Path, a: WriteArgs) -> Result<Value, ToolErr> {
+#[derive(Serialize, JsonSchema)]
+pub struct WriteOut {
+    path: String,
+    bytes_written: u64,
+    /// True if the file did not exist before.
+    created: bool,
+}
+
+fn write_file(root: &Path, a: WriteArgs) -> Result<WriteOut, ToolErr> {
     if a.content.len() as u64 > MAX_FILE_BYTES {
         return Err(ToolErr::new(
             Code::TooLarge,
@@ -352,31 +243,62 @@ fn write_file(root: &Path, a: WriteArgs) -> Result<Value, ToolErr> {
         }
     }
     fs::write(&full, a.content.as_bytes()).map_err(|e| ToolErr::io(&rel, &e))?;
-    Ok(json!({ "path": rel, "bytes_written": a.content.len(), "created": existing.is_none() }))
+    Ok(WriteOut {
+        path: rel,
+        bytes_written: a.content.len() as u64,
+        created: existing.is_none(),
+    })
 }
 
 // ----------------------------------------------------------------- list_dir
 
-#[derive(Deserialize)]
+/// List a directory of the worktree (default: the root), sorted by name, at
+/// most 1000 entries. `kind` is file, dir, symlink (not followed) or other;
+/// `size` is the file size in bytes (0 for non-files).
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListArgs {
+pub struct ListArgs {
+    /// Directory path, relative to the worktree root.
     #[serde(default = "default_dot")]
     path: String,
 }
 
-fn kind_of(ft: &fs::FileType) -> &'static str {
+#[derive(Serialize, JsonSchema)]
+pub struct ListOut {
+    path: String,
+    entries: Vec<Entry>,
+    truncated: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct Entry {
+    name: String,
+    kind: Kind,
+    size: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+fn kind_of(ft: &fs::FileType) -> Kind {
     if ft.is_symlink() {
-        "symlink"
+        Kind::Symlink
     } else if ft.is_dir() {
-        "dir"
+        Kind::Dir
     } else if ft.is_file() {
-        "file"
+        Kind::File
     } else {
-        "other"
+        Kind::Other
     }
 }
 
-fn list_dir(root: &Path, a: ListArgs) -> Result<Value, ToolErr> {
+fn list_dir(root: &Path, a: ListArgs) -> Result<ListOut, ToolErr> {
     let rel = normalize(&a.path)?;
     let full = resolve(root, &rel);
     let meta = fs::metadata(&full).map_err(|e| ToolErr::io(&rel, &e))?;
@@ -390,47 +312,71 @@ fn list_dir(root: &Path, a: ListArgs) -> Result<Value, ToolErr> {
         let (kind, size) = match ent.file_type() {
             Ok(ft) => {
                 let kind = kind_of(&ft);
-                let size = if kind == "file" {
+                let size = if kind == Kind::File {
                     ent.metadata().map(|m| m.len()).unwrap_or(0)
                 } else {
                     0
                 };
                 (kind, size)
             }
-            Err(_) => ("other", 0),
+            Err(_) => (Kind::Other, 0),
         };
         entries.push((name, kind, size));
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     let truncated = entries.len() > MAX_DIR_ENTRIES;
     entries.truncate(MAX_DIR_ENTRIES);
-    let entries: Vec<Value> = entries
+    let entries = entries
         .into_iter()
-        .map(|(name, kind, size)| json!({"name": name, "kind": kind, "size": size}))
+        .map(|(name, kind, size)| Entry { name, kind, size })
         .collect();
-    Ok(json!({ "path": rel, "entries": entries, "truncated": truncated }))
+    Ok(ListOut {
+        path: rel,
+        entries,
+        truncated,
+    })
 }
 
 // ------------------------------------------------------------------- search
 
-#[derive(Deserialize)]
+/// Search the worktree for a literal string (not a regex), recursively from
+/// `path` (default: the root). Returns matching lines (1-based line numbers,
+/// text cut at 500 characters), at most `max_results` (default 100, maximum
+/// 1000). Skips `.git`, files over 2 MiB, binary files (containing a NUL
+/// byte) and symlinked directories.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SearchArgs {
+pub struct SearchArgs {
+    /// Literal text to find.
+    #[schemars(length(min = 1))]
     pattern: String,
+    /// File or directory to search, relative to the worktree root.
     #[serde(default = "default_dot")]
     path: String,
+    /// Match case exactly.
     #[serde(default = "yes")]
     case_sensitive: bool,
-    max_results: Option<u64>,
+    /// Most matches to return.
+    #[serde(default = "default_max_results")]
+    #[schemars(range(min = 1, max = MAX_SEARCH_RESULTS))]
+    max_results: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct SearchOut {
+    matches: Vec<Match>,
+    files_scanned: u64,
+    truncated: bool,
 }
 
 fn yes() -> bool {
     true
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct Match {
     pub path: String,
+    #[schemars(range(min = 1))]
     pub line: u64,
     pub text: String,
 }
@@ -555,16 +501,11 @@ impl Search<'_> {
     }
 }
 
-fn search(root: &Path, a: SearchArgs) -> Result<Value, ToolErr> {
+fn search(root: &Path, a: SearchArgs) -> Result<SearchOut, ToolErr> {
     if a.pattern.is_empty() {
         return Err(ToolErr::invalid("`pattern` must not be empty"));
     }
-    let max = check_range(
-        "max_results",
-        a.max_results.unwrap_or(100),
-        1,
-        MAX_SEARCH_RESULTS,
-    )? as usize;
+    let max = check_range("max_results", a.max_results, 1, MAX_SEARCH_RESULTS)? as usize;
     let rel = normalize(&a.path)?;
     let meta = fs::metadata(resolve(root, &rel)).map_err(|e| ToolErr::io(&rel, &e))?;
     let mut s = Search {
@@ -580,12 +521,11 @@ fn search(root: &Path, a: SearchArgs) -> Result<Value, ToolErr> {
     } else {
         s.file(&rel, meta.len());
     }
-    let matches: Vec<Value> = s
-        .matches
-        .into_iter()
-        .map(|m| json!({"path": m.path, "line": m.line, "text": m.text}))
-        .collect();
-    Ok(json!({ "matches": matches, "files_scanned": s.files_scanned, "truncated": s.truncated }))
+    Ok(SearchOut {
+        matches: s.matches,
+        files_scanned: s.files_scanned,
+        truncated: s.truncated,
+    })
 }
 
 #[cfg(test)]

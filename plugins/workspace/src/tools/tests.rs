@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -396,13 +397,13 @@ fn search_walks_and_skips() {
 #[test]
 fn descriptors_are_well_formed() {
     let ds = descriptors();
-    let names: Vec<_> = ds.iter().map(|d| d.name).collect();
+    let names: Vec<_> = ds.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(names, ["read_file", "write_file", "list_dir", "search"]);
     for d in &ds {
         assert_eq!(d.input_schema["type"], "object", "{}", d.name);
         assert_eq!(d.input_schema["additionalProperties"], false, "{}", d.name);
         assert_eq!(d.output_schema["type"], "object", "{}", d.name);
         assert!(d.description.len() < 2000);
-        assert!(!(d.read_only && d.destructive));
+        assert!(!(d.annotations.read_only && d.annotations.destructive));
     }
 }

@@ -1,0 +1,222 @@
+//! `wasm-mcp inspect`: what a component is, what it imports, whether this
+//! host can run it, and the tools it would publish.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, Linker, LinkerInstance, ResourceType};
+use wasmtime::Engine;
+
+use crate::cache::ComponentCache;
+use crate::catalog::{Catalog, Rejection};
+use crate::plugin::{Compiled, LoadError, Plugin};
+use crate::sandbox::{Sandbox, StoreState};
+
+/// The tool interface every plugin must export.
+pub const TOOL_EXPORT: &str = "wasm-mcp:tool/tool@0.1.0";
+
+/// An import this host does not provide (or provides with another type).
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct MissingImport {
+    pub name: String,
+    pub why: String,
+}
+
+/// Everything `inspect` reports.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub path: String,
+    pub size_bytes: usize,
+    pub sha256: String,
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+    pub missing_imports: Vec<MissingImport>,
+    /// Why the host cannot run it; `None` when it can.
+    pub cannot_run: Option<String>,
+    /// The tools as `tools/list` would publish them (MCP `Tool` objects).
+    pub tools: Vec<serde_json::Value>,
+    /// Tools the host would refuse, with the reason.
+    pub refused_tools: Vec<Refused>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Refused {
+    pub tool: Option<String>,
+    pub reason: String,
+}
+
+impl From<Rejection> for Refused {
+    fn from(r: Rejection) -> Self {
+        Refused {
+            tool: r.tool,
+            reason: r.reason,
+        }
+    }
+}
+
+/// Inspects the component at `path`. Errors only when the file is not a
+/// compilable component (unreadable, core module, not wasm, truncated);
+/// everything else is in the report.
+pub async fn inspect(sandbox: &Sandbox, cache: &ComponentCache, path: &Path) -> Result<Report> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let compiled = Compiled::new(sandbox, cache, path, &bytes).await?;
+    let engine = sandbox.engine();
+    let ty = compiled.component.component_type();
+    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    let missing_imports = missing_imports(sandbox.linker(), engine, &compiled.component);
+    let mut report = Report {
+        path: path.display().to_string(),
+        size_bytes: bytes.len(),
+        sha256: compiled.digest.clone(),
+        imports,
+        exports,
+        missing_imports,
+        cannot_run: None,
+        tools: Vec::new(),
+        refused_tools: Vec::new(),
+    };
+    report.cannot_run = if !report.missing_imports.is_empty() {
+        let names: Vec<&str> = report
+            .missing_imports
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        Some(format!(
+            "imports this host does not provide: {}",
+            names.join(", ")
+        ))
+    } else if !report.exports.iter().any(|e| e == TOOL_EXPORT) {
+        Some(format!("does not export {TOOL_EXPORT}"))
+    } else {
+        None
+    };
+    if report.cannot_run.is_none() {
+        list_tools(sandbox, compiled, &mut report).await;
+    }
+    Ok(report)
+}
+
+async fn list_tools(sandbox: &Sandbox, compiled: Compiled, report: &mut Report) {
+    let plugin = match Plugin::from_compiled(sandbox, compiled).await {
+        Ok(p) => p,
+        Err(e @ (LoadError::Refused(_) | LoadError::Busy(_))) => {
+            report.cannot_run = Some(format!("{e:#}"));
+            return;
+        }
+    };
+    let catalog = Catalog::build(1, &[plugin], None);
+    report.tools = catalog
+        .tools()
+        .map(|t| serde_json::to_value(&t.tool).unwrap_or_default())
+        .collect();
+    report.refused_tools = catalog.rejections.into_iter().map(Refused::from).collect();
+}
+
+/// The component's imports `linker` cannot satisfy, each with the reason.
+/// wasmtime's type check stops at the first unsatisfied import; each one
+/// found is stubbed in a scratch copy of the linker and the check re-run,
+/// so all of them are named (at most one round per import).
+pub fn missing_imports(
+    linker: &Linker<StoreState>,
+    engine: &Engine,
+    component: &Component,
+) -> Vec<MissingImport> {
+    let ty = component.component_type();
+    let imports: Vec<(String, ComponentItem)> = ty
+        .imports(engine)
+        .map(|(n, i)| (n.to_string(), i.ty))
+        .collect();
+    let mut probe = linker.clone();
+    probe.allow_shadowing(true);
+    let mut missing = Vec::new();
+    for _ in 0..=imports.len() {
+        let Err(e) = probe.instantiate_pre(component) else {
+            break;
+        };
+        let headline = e.to_string();
+        let Some((name, item)) = imports
+            .iter()
+            .find(|(n, _)| headline.contains(&format!("`{n}`")))
+        else {
+            missing.push(MissingImport {
+                name: "?".into(),
+                why: format!("{e:#}"),
+            });
+            break;
+        };
+        let why = e
+            .chain()
+            .nth(1)
+            .map_or_else(|| headline.clone(), |c| c.to_string());
+        missing.push(MissingImport {
+            name: name.clone(),
+            why,
+        });
+        if stub(&mut probe.root(), name, item, engine).is_err() {
+            break;
+        }
+    }
+    missing
+}
+
+/// Defines `name` in `li` with the type `item` expects, every function a trap.
+fn stub(
+    li: &mut LinkerInstance<'_, StoreState>,
+    name: &str,
+    item: &ComponentItem,
+    engine: &Engine,
+) -> wasmtime::Result<()> {
+    struct Stub;
+    match item {
+        ComponentItem::ComponentFunc(_) => {
+            li.func_new(name, |_, _, _, _| Err(wasmtime::Error::msg("stub")))?;
+        }
+        ComponentItem::Resource(_) => {
+            li.resource(name, ResourceType::host::<Stub>(), |_, _| Ok(()))?;
+        }
+        ComponentItem::ComponentInstance(inst) => {
+            let mut sub = li.instance(name)?;
+            for (n, child) in inst.exports(engine) {
+                stub(&mut sub, n, &child.ty, engine)?;
+            }
+        }
+        ComponentItem::Type(_) => {}
+        _ => return Err(wasmtime::Error::msg(format!("cannot stub {name}"))),
+    }
+    Ok(())
+}
+
+/// The report as text for a person.
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    line(format!("component  {} ({} bytes)", r.path, r.size_bytes));
+    line(format!("sha256     {}", r.sha256));
+    match &r.cannot_run {
+        None => line("runnable   yes: this host can run it".into()),
+        Some(why) => line(format!("runnable   NO: {why}")),
+    }
+    line(format!("imports    ({})", r.imports.len()));
+    for i in &r.imports {
+        match r.missing_imports.iter().find(|m| &m.name == i) {
+            Some(m) => line(format!("  {i}  MISSING: {}", m.why)),
+            None => line(format!("  {i}")),
+        }
+    }
+    line(format!("exports    {}", r.exports.join(", ")));
+    line(format!("tools      ({})", r.tools.len()));
+    for t in &r.tools {
+        line(serde_json::to_string_pretty(t).unwrap_or_default());
+    }
+    for t in &r.refused_tools {
+        let name = t.tool.as_deref().unwrap_or("(plugin)");
+        line(format!("refused    {name}: {}", t.reason));
+    }
+    out
+}

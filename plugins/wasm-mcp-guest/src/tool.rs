@@ -1,0 +1,195 @@
+//! A tool: a typed function plus what `list-tools` says about it.
+
+use schemars::generate::SchemaSettings;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::ToolError;
+
+/// `annotations` of `wit/tool.wit`: hints for the client, never a security
+/// boundary. Default: all false (a sandboxed worktree tool is never
+/// open-world).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Annotations {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+/// One `tool-descriptor`, with the schemas as JSON values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Descriptor {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: String,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    pub annotations: Annotations,
+}
+
+type Run = Box<dyn Fn(&str) -> Result<String, ToolError>>;
+
+/// A tool: built from `fn(Args) -> Result<Out, ToolError>`; schemas are
+/// derived (lazily, only for `list-tools`) from `Args` and `Out`.
+pub struct Tool {
+    name: &'static str,
+    title: Option<&'static str>,
+    description: Option<&'static str>,
+    annotations: Annotations,
+    input_schema: fn() -> Value,
+    output_schema: fn() -> Value,
+    run: Run,
+}
+
+impl Tool {
+    /// `name` must match `[A-Za-z0-9_-]{1,64}`. `Args` and `Out` must be
+    /// structs (their schemas are objects) and not recursive (the host
+    /// refuses `$ref` cycles). The description is `Args`' doc comment unless
+    /// [`Tool::description`] sets one.
+    pub fn new<A, R, F>(name: &'static str, f: F) -> Tool
+    where
+        A: DeserializeOwned + JsonSchema,
+        R: Serialize + JsonSchema,
+        F: Fn(A) -> Result<R, ToolError> + 'static,
+    {
+        Tool {
+            name,
+            title: None,
+            description: None,
+            annotations: Annotations::default(),
+            input_schema: schema_of::<A>,
+            output_schema: schema_of::<R>,
+            run: Box::new(move |args_json| {
+                let out = f(parse(name, args_json)?)?;
+                serde_json::to_string(&out)
+                    .map_err(|e| ToolError::internal(format!("result of {name}: {e}")))
+            }),
+        }
+    }
+
+    pub fn title(mut self, title: &'static str) -> Self {
+        self.title = Some(title);
+        self
+    }
+    pub fn description(mut self, description: &'static str) -> Self {
+        self.description = Some(description);
+        self
+    }
+    /// The tool does not modify its environment.
+    pub fn read_only(mut self) -> Self {
+        self.annotations.read_only = true;
+        self
+    }
+    /// The tool may overwrite or delete.
+    pub fn destructive(mut self) -> Self {
+        self.annotations.destructive = true;
+        self
+    }
+    /// Calling it twice with the same arguments has no further effect.
+    pub fn idempotent(mut self) -> Self {
+        self.annotations.idempotent = true;
+        self
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The descriptor `list-tools` returns (generates the schemas).
+    pub fn descriptor(&self) -> Descriptor {
+        let mut input = (self.input_schema)();
+        let doc = take_key(&mut input, "description");
+        let description = match (self.description, doc) {
+            (Some(d), _) => d.to_string(),
+            (None, Some(Value::String(d))) => d,
+            (None, _) => String::new(),
+        };
+        Descriptor {
+            name: self.name.to_string(),
+            title: self.title.map(str::to_string),
+            description,
+            input_schema: input,
+            output_schema: (self.output_schema)(),
+            annotations: self.annotations,
+        }
+    }
+}
+
+/// All descriptors, in order.
+pub fn descriptors(tools: &[Tool]) -> Vec<Descriptor> {
+    tools.iter().map(Tool::descriptor).collect()
+}
+
+/// Runs tool `name` on `args_json`; the result object as JSON text.
+pub fn call(tools: &[Tool], name: &str, args_json: &str) -> Result<String, ToolError> {
+    match tools.iter().find(|t| t.name == name) {
+        Some(t) => (t.run)(args_json),
+        None => Err(ToolError::new(
+            crate::ErrorCode::UnknownTool,
+            format!("unknown tool `{name}`"),
+        )),
+    }
+}
+
+fn parse<A: DeserializeOwned>(tool: &str, args_json: &str) -> Result<A, ToolError> {
+    let text = if args_json.trim().is_empty() {
+        "{}"
+    } else {
+        args_json
+    };
+    serde_json::from_str(text)
+        .map_err(|e| ToolError::invalid(format!("invalid arguments for {tool}: {e}")))
+}
+
+/// Draft 2020-12, everything inlined (no `$defs` unless a type is
+/// recursive), without the `$schema` and `title` keys at the root (the host
+/// needs neither; the title would only repeat the Rust type's name).
+fn schema_of<T: JsonSchema>() -> Value {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    settings.meta_schema = None;
+    let mut schema = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    take_key(&mut schema, "title");
+    unwrap_descriptions(&mut schema);
+    schema
+}
+
+/// Doc comments arrive one source line per `\n`: rejoin the lines of each
+/// paragraph with a space, keep blank-line paragraph breaks.
+fn unwrap_doc(doc: &str) -> String {
+    let paragraphs: Vec<String> = doc
+        .split("\n\n")
+        .map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" "))
+        .collect();
+    paragraphs.join("\n\n")
+}
+
+fn unwrap_descriptions(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            for (k, child) in o.iter_mut() {
+                match child {
+                    Value::String(s) if k == "description" => *s = unwrap_doc(s),
+                    _ => unwrap_descriptions(child),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(unwrap_descriptions),
+        _ => {}
+    }
+}
+
+fn take_key(schema: &mut Value, key: &str) -> Option<Value> {
+    schema
+        .as_object_mut()
+        .and_then(|o: &mut Map<String, Value>| o.remove(key))
+}
+
+#[cfg(test)]
+mod tests;

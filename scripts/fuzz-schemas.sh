@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Regenerates fuzz/workspace-tools.json (the schemas the fuzz target checks
+# arguments and results against) from the built workspace plugin, i.e. from
+# the same source the server publishes: `wasm-mcp tools` on dist/plugins.
+# tests/authoring.rs fails while the file is stale. Needs `just plugins`.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+WT="$(mktemp -d)"
+trap 'rm -rf "$WT"' EXIT
+cargo run -q -p wasm-mcp-host --bin wasm-mcp -- tools --worktree "$WT" --plugins dist/plugins \
+  > fuzz/workspace-tools.json.new 2>/dev/null
+mv fuzz/workspace-tools.json.new fuzz/workspace-tools.json
+echo "fuzz-schemas: fuzz/workspace-tools.json regenerated" >&2

@@ -1,0 +1,324 @@
+//! `componentize <in.wasm> <out.wasm> [--adapter reactor|command] [--list-imports]`
+//!
+//! Turns a wasm32-wasip1 core module (built with wit-bindgen against
+//! `wit/tool.wit`) into a WASI 0.2 component using the wasi preview1
+//! adapter, validates it and checks that it exports the tool interface.
+//! An input that is already a component is only validated and copied.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use wasi_preview1_component_adapter_provider::{
+    WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+    WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+};
+use wit_component::{ComponentEncoder, DecodedWasm};
+use wit_parser::{Resolve, WorldItem, WorldKey};
+
+/// The interface every tool plugin must export.
+pub const TOOL_INTERFACE: &str = "wasm-mcp:tool/tool@0.1.0";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Adapter {
+    Reactor,
+    Command,
+}
+
+#[derive(Debug)]
+struct Args {
+    input: PathBuf,
+    output: PathBuf,
+    adapter: Adapter,
+    list_imports: bool,
+}
+
+const USAGE: &str =
+    "usage: componentize <in.wasm> <out.wasm> [--adapter reactor|command] [--list-imports]";
+
+fn parse_args(args: &[String]) -> Result<Args> {
+    let mut pos = Vec::new();
+    let mut adapter = Adapter::Reactor;
+    let mut list_imports = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--adapter" => {
+                let v = it
+                    .next()
+                    .context("--adapter needs a value (reactor|command)")?;
+                adapter = parse_adapter(v)?;
+            }
+            s if s.starts_with("--adapter=") => adapter = parse_adapter(&s["--adapter=".len()..])?,
+            "--list-imports" => list_imports = true,
+            "-h" | "--help" => bail!("{USAGE}"),
+            s if s.starts_with("--") => bail!("unknown option {s}\n{USAGE}"),
+            _ => pos.push(PathBuf::from(a)),
+        }
+    }
+    let [input, output]: [PathBuf; 2] = pos
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("expected exactly two paths\n{USAGE}"))?;
+    Ok(Args {
+        input,
+        output,
+        adapter,
+        list_imports,
+    })
+}
+
+fn parse_adapter(v: &str) -> Result<Adapter> {
+    match v {
+        "reactor" => Ok(Adapter::Reactor),
+        "command" => Ok(Adapter::Command),
+        _ => bail!("--adapter must be `reactor` or `command`, not `{v}`"),
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Module,
+    Component,
+}
+
+fn kind_of(bytes: &[u8]) -> Result<Kind> {
+    if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
+        bail!("not a WebAssembly binary (missing `\\0asm` magic)");
+    }
+    if wasmparser::Parser::is_component(bytes) {
+        Ok(Kind::Component)
+    } else if wasmparser::Parser::is_core_wasm(bytes) {
+        Ok(Kind::Module)
+    } else {
+        bail!("unsupported WebAssembly binary version/layer")
+    }
+}
+
+/// What a validated tool component looks like from the outside.
+#[derive(Debug)]
+pub struct Summary {
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+}
+
+fn item_names(resolve: &Resolve, items: &[(&WorldKey, &WorldItem)]) -> Vec<String> {
+    items
+        .iter()
+        .map(|(key, item)| match (key, item) {
+            (WorldKey::Interface(id), _) => resolve
+                .id_of(*id)
+                .unwrap_or_else(|| resolve.name_world_key(key)),
+            (WorldKey::Name(n), WorldItem::Function(_)) => format!("func {n}"),
+            (WorldKey::Name(n), WorldItem::Interface { id, .. }) => {
+                resolve.id_of(*id).unwrap_or_else(|| n.clone())
+            }
+            (WorldKey::Name(n), WorldItem::Type { .. }) => format!("type {n}"),
+        })
+        .collect()
+}
+
+/// Validates `component` and checks it exports [`TOOL_INTERFACE`].
+fn check_component(component: &[u8]) -> Result<Summary> {
+    let mut v = wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::default());
+    v.validate_all(component)
+        .context("the component does not validate")?;
+    let decoded = wit_component::decode(component).context("cannot decode the component's WIT")?;
+    let (resolve, world) = match decoded {
+        DecodedWasm::Component(r, w) => (r, w),
+        DecodedWasm::WitPackage(..) => bail!("input is a WIT package, not a component"),
+    };
+    let w = &resolve.worlds[world];
+    let imports = item_names(&resolve, &w.imports.iter().collect::<Vec<_>>());
+    let exports = item_names(&resolve, &w.exports.iter().collect::<Vec<_>>());
+    if !exports.iter().any(|e| e == TOOL_INTERFACE) {
+        bail!(
+            "the component does not export `{TOOL_INTERFACE}` (exports: [{}]); \
+             was it built with wit-bindgen against wit/tool.wit, world `tool-plugin`?",
+            exports.join(", ")
+        );
+    }
+    Ok(Summary { imports, exports })
+}
+
+/// Turns `input` (core module or component) into a validated tool component.
+pub fn componentize(input: &[u8], adapter: Adapter) -> Result<(Vec<u8>, Summary)> {
+    let component = match kind_of(input)? {
+        Kind::Component => input.to_vec(),
+        Kind::Module => {
+            let adapter_bytes = match adapter {
+                Adapter::Reactor => WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+                Adapter::Command => WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+            };
+            ComponentEncoder::default()
+                .validate(true)
+                .module(input)
+                .context(
+                    "cannot read the core module (no `component-type` custom section? \
+                     it must be built with wit-bindgen)",
+                )?
+                .adapter(WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, adapter_bytes)
+                .context("cannot load the wasi preview1 adapter")?
+                .encode()
+                .context("cannot encode the component")?
+        }
+    };
+    let summary = check_component(&component)?;
+    Ok((component, summary))
+}
+
+fn run(args: &Args) -> Result<Summary> {
+    let input = std::fs::read(&args.input)
+        .with_context(|| format!("cannot read {}", args.input.display()))?;
+    let (component, summary) = componentize(&input, args.adapter)
+        .with_context(|| format!("{}: not a valid tool plugin", args.input.display()))?;
+    write_atomic(&args.output, &component)?;
+    Ok(summary)
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename. Only a
+/// regular file (or nothing) is ever replaced: a directory, symlink, device
+/// node or FIFO at `path` (or at the temporary path) is refused untouched.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("wasm.tmp");
+    ensure_replaceable(path)?;
+    ensure_replaceable(&tmp)?;
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    std::io::Write::write_all(&mut f, bytes)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    drop(f);
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Ok when `path` does not exist or is a regular file (not followed if it
+/// is a symlink).
+fn ensure_replaceable(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot inspect {}", path.display())),
+        Ok(m) if m.file_type().is_file() => Ok(()),
+        Ok(m) => bail!(
+            "refusing to replace {}: not a regular file ({:?})",
+            path.display(),
+            m.file_type()
+        ),
+    }
+}
+
+/// The command line (`argv` without the program name): componentize,
+/// report on stderr (imports on stdout with `--list-imports`).
+pub fn cli(argv: &[String]) -> ExitCode {
+    let result = parse_args(argv).and_then(|a| run(&a).map(|s| (a, s)));
+    match result {
+        Ok((a, s)) => {
+            eprintln!(
+                "componentize: {} ok ({} imports, exports {})",
+                a.output.display(),
+                s.imports.len(),
+                s.exports.join(", ")
+            );
+            if a.list_imports {
+                for i in &s.imports {
+                    println!("{i}");
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("componentize: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn refuses_non_wasm_input() {
+        let err = componentize(b"#!/bin/sh\necho hi\n", Adapter::Reactor).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("not a WebAssembly binary"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn refuses_module_without_component_type_section() {
+        // The smallest valid core module: magic + version 1, no sections.
+        let empty = b"\0asm\x01\0\0\0";
+        assert_eq!(kind_of(empty).unwrap(), Kind::Module);
+        assert!(componentize(empty, Adapter::Reactor).is_err());
+    }
+
+    #[test]
+    fn refuses_component_without_tool_export() {
+        // The smallest valid component: magic + component layer, no sections.
+        let empty = b"\0asm\x0d\0\x01\0";
+        assert_eq!(kind_of(empty).unwrap(), Kind::Component);
+        let err = componentize(empty, Adapter::Reactor).unwrap_err();
+        assert!(format!("{err:#}").contains(TOOL_INTERFACE), "{err:#}");
+    }
+
+    #[test]
+    fn only_regular_files_are_replaced() {
+        let dir = std::env::temp_dir().join(format!("componentize-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a_dir")).unwrap();
+        std::fs::write(dir.join("target.txt"), "keep").unwrap();
+        std::os::unix::fs::symlink(dir.join("target.txt"), dir.join("link.wasm")).unwrap();
+        let fifo = dir.join("fifo.wasm");
+        let have_fifo = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success());
+        let mut refused = vec![dir.join("a_dir"), dir.join("link.wasm")];
+        if have_fifo {
+            refused.push(fifo);
+        }
+        for p in &refused {
+            let err = write_atomic(p, b"new").unwrap_err();
+            assert!(format!("{err:#}").contains("not a regular file"), "{err:#}");
+        }
+        assert!(dir.join("a_dir").is_dir());
+        assert!(std::fs::symlink_metadata(dir.join("link.wasm"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("target.txt")).unwrap(),
+            "keep"
+        );
+        // A regular file (or nothing) is replaced.
+        write_atomic(&dir.join("target.txt"), b"new").unwrap();
+        write_atomic(&dir.join("fresh.wasm"), b"new").unwrap();
+        assert_eq!(std::fs::read(dir.join("target.txt")).unwrap(), b"new");
+        assert_eq!(std::fs::read(dir.join("fresh.wasm")).unwrap(), b"new");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn parses_args() {
+        let a = parse_args(&s(&["a.wasm", "b.wasm", "--adapter", "command"])).unwrap();
+        assert_eq!(a.adapter, Adapter::Command);
+        assert_eq!(a.input, PathBuf::from("a.wasm"));
+        let a = parse_args(&s(&["a.wasm", "b.wasm"])).unwrap();
+        assert_eq!(a.adapter, Adapter::Reactor);
+        assert!(parse_args(&s(&["a.wasm"])).is_err());
+        assert!(parse_args(&s(&["a", "b", "--adapter", "proxy"])).is_err());
+        assert!(parse_args(&s(&["a", "b", "--bogus"])).is_err());
+    }
+}
