@@ -23,10 +23,12 @@ lint:
 
 # The whole test suite (what CI runs). Third-party MCP code first: .venv and
 # .venv-mcp2 with the Python MCP SDK 1.x and 2.x, server-filesystem and the
-# TypeScript SDK via npm (scripts/test-mcp-servers.sh).
+# TypeScript SDK via npm (scripts/test-mcp-servers.sh). The official MCP
+# conformance suite runs against `wasm-mcp serve --http` (scripts/conformance.sh).
 test: plugins
     bash scripts/test-mcp-servers.sh
     cargo test --workspace --no-fail-fast
+    bash scripts/conformance.sh
     cargo test --manifest-path plugins/Cargo.toml
     python3 -m unittest discover -s plugins/py-csv
     node --test plugins/js-json/lint.test.js

@@ -6,7 +6,8 @@
 //! [`cache`] (compiled components by content hash), [`plugin`] (the WIT
 //! world and calls), [`catalog`] (validated tool set), [`registry`] (live
 //! set + reloads), [`server`] (rmcp handler, with [`params`], [`cancel`],
-//! [`progress`] and [`subscriptions`]).
+//! [`progress`] and [`subscriptions`]), [`http`] (Streamable HTTP
+//! transport: Host/Origin checks, limits, bearer/JWT auth).
 
 pub mod audit;
 pub mod cache;
@@ -15,6 +16,7 @@ pub mod catalog;
 pub mod disk_budget;
 pub mod disk_guard;
 pub mod grants;
+pub mod http;
 pub mod inspect;
 pub mod limits;
 pub mod logpipe;

@@ -1,4 +1,5 @@
-//! `wasm-mcp`: serve WASI component tools over MCP (stdio), or inspect them.
+//! `wasm-mcp`: serve WASI component tools over MCP (stdio or Streamable
+//! HTTP), or inspect them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use wasm_mcp_host::disk_budget::DiskLimits;
 use wasm_mcp_host::grants::Grants;
 use wasm_mcp_host::pinning::{lock_path, PluginLock};
 use wasm_mcp_host::registry::{Outcome, Registry, Trust};
+use wasm_mcp_host::http::{auth, HttpOptions};
 use wasm_mcp_host::sandbox::{Clocks, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
 use wasm_mcp_host::signing::{self, TrustedKey};
@@ -33,7 +35,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve the plugins' tools over MCP on stdin/stdout.
+    /// Serve the plugins' tools over MCP on stdin/stdout, or over HTTP with `--http`.
     Serve(ServeArgs),
     /// Load the plugins and print the published tools as JSON.
     Tools(CommonArgs),
@@ -202,6 +204,73 @@ struct ServeArgs {
     /// Rescan the plugin dir this often (ms); 0 disables.
     #[arg(long, default_value_t = 1000)]
     watch_ms: u64,
+    #[command(flatten)]
+    http: HttpArgs,
+}
+
+/// `serve --http`: Streamable HTTP instead of stdio.
+#[derive(Args)]
+struct HttpArgs {
+    /// Serve MCP over Streamable HTTP at `http://ADDR/mcp` (e.g.
+    /// `127.0.0.1:8080`; port 0 picks one) instead of stdio. The bound
+    /// address is printed on stderr: `wasm-mcp: listening on http://.../mcp`.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// Require `Authorization: Bearer <token>` with the token in this file.
+    #[arg(long, requires = "http", conflicts_with = "auth_token_env")]
+    auth_token_file: Option<PathBuf>,
+    /// Require `Authorization: Bearer <token>` with the token in this env var.
+    #[arg(long, requires = "http", value_name = "NAME")]
+    auth_token_env: Option<String>,
+    /// Accept OAuth 2.1 JWT access tokens: TOML with `issuer`, `audience`,
+    /// `jwks` (local JWKS file) and `[tool_scopes]` (tool = "scope").
+    #[arg(long, requires = "http", value_name = "FILE")]
+    oauth_config: Option<PathBuf>,
+    /// Also accept this `Host` name (repeatable; loopback names and the bound IP always are).
+    #[arg(long, requires = "http", value_name = "NAME")]
+    allowed_host: Vec<String>,
+    /// Also accept this browser `Origin`, e.g. `https://app.example.com` (repeatable).
+    #[arg(long, requires = "http", value_name = "ORIGIN")]
+    allowed_origin: Vec<String>,
+    /// `scheme://host[:port]` clients use to reach this server (for the
+    /// resource metadata) [default: http://ADDR].
+    #[arg(long, requires = "http", value_name = "URL")]
+    public_url: Option<String>,
+    /// Largest HTTP request body in bytes (bigger → 413).
+    #[arg(long, requires = "http", default_value_t = wasm_mcp_host::http::DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+    /// HTTP requests handled at once (more → 503).
+    #[arg(long, requires = "http", default_value_t = wasm_mcp_host::http::DEFAULT_MAX_IN_FLIGHT)]
+    max_in_flight: usize,
+    /// Serve a non-loopback address without authentication anyway.
+    #[arg(long, requires = "http")]
+    allow_unauthenticated_remote: bool,
+}
+
+impl HttpArgs {
+    fn options(&self, addr: std::net::SocketAddr) -> Result<HttpOptions> {
+        let token = match (&self.auth_token_file, &self.auth_token_env) {
+            (Some(f), _) => Some(auth::token_from_file(f)?),
+            (None, Some(name)) => Some(auth::token_from_env(name)?),
+            (None, None) => None,
+        };
+        let oauth = self
+            .oauth_config
+            .as_deref()
+            .map(auth::OAuthConfig::load)
+            .transpose()?;
+        Ok(HttpOptions {
+            addr,
+            token,
+            oauth,
+            allowed_hosts: self.allowed_host.clone(),
+            allowed_origins: self.allowed_origin.clone(),
+            public_url: self.public_url.clone(),
+            max_body_bytes: self.max_body_bytes,
+            max_in_flight: self.max_in_flight,
+            allow_unauthenticated_remote: self.allow_unauthenticated_remote,
+        })
+    }
 }
 
 fn default_cache_dir() -> Option<PathBuf> {
@@ -345,21 +414,32 @@ fn sign_all(key: &Path, plugins: &[PathBuf]) -> Result<()> {
 // ---- end of trust ----
 
 async fn serve(args: ServeArgs) -> Result<()> {
+    // Options are checked (token readable, config valid) before plugins load.
+    let http = args.http.http.map(|a| args.http.options(a)).transpose()?;
     let registry = open_registry(&args.common).await?;
     let catalog = registry.catalog();
-    tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "serving on stdio");
+    tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "plugins loaded");
     let server =
         McpServer::new(registry, args.page_size).with_max_response_bytes(args.max_response_bytes);
     let watcher =
         (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
+    let result = match http {
+        Some(opts) => wasm_mcp_host::http::serve(server, opts).await,
+        None => serve_stdio(server).await,
+    };
+    if let Some(w) = watcher {
+        w.abort();
+    }
+    result
+}
+
+async fn serve_stdio(server: McpServer) -> Result<()> {
+    tracing::info!("serving on stdio");
     let running = server
         .serve(rmcp::transport::stdio_pipes())
         .await
         .context("MCP session failed to start")?;
     let reason = running.waiting().await;
-    if let Some(w) = watcher {
-        w.abort();
-    }
     tracing::info!("session ended: {reason:?}");
     Ok(())
 }

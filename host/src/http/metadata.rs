@@ -1,0 +1,94 @@
+//! RFC 9728 OAuth 2.0 Protected Resource Metadata, served at
+//! `/.well-known/oauth-protected-resource` (and the path-inserted form
+//! `/.well-known/oauth-protected-resource/mcp`), and the `WWW-Authenticate`
+//! challenges that point at it (RFC 6750 §3, MCP authorization spec).
+
+use serde_json::{json, Value};
+
+use super::auth::{AuthError, OAuthConfig};
+
+/// Path of the metadata document (without the resource path suffix).
+pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+/// The MCP endpoint's path.
+pub const MCP_PATH: &str = "/mcp";
+
+/// This resource's identity as seen by clients.
+#[derive(Clone, Debug)]
+pub struct Resource {
+    /// The MCP endpoint URL, e.g. `http://127.0.0.1:8080/mcp`.
+    pub url: String,
+    /// Where its metadata is, e.g. `http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp`.
+    pub metadata_url: String,
+}
+
+impl Resource {
+    /// `base` is `scheme://authority` without a trailing slash.
+    pub fn new(base: &str) -> Self {
+        let base = base.trim_end_matches('/');
+        Resource {
+            url: format!("{base}{MCP_PATH}"),
+            metadata_url: format!("{base}{WELL_KNOWN}{MCP_PATH}"),
+        }
+    }
+
+    /// The metadata document.
+    pub fn document(&self, oauth: Option<&OAuthConfig>) -> Value {
+        let mut doc = json!({
+            "resource": self.url,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "wasm-mcp",
+        });
+        if let Some(o) = oauth {
+            doc["authorization_servers"] = json!([o.issuer]);
+            doc["scopes_supported"] = json!(o.scopes());
+        }
+        doc
+    }
+
+    /// `WWW-Authenticate` for a 401.
+    pub fn challenge(&self, e: &AuthError) -> String {
+        match e {
+            AuthError::Missing => format!("Bearer resource_metadata=\"{}\"", self.metadata_url),
+            AuthError::Invalid(reason) => format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{}\"",
+                quoted(reason),
+                self.metadata_url
+            ),
+        }
+    }
+
+    /// `WWW-Authenticate` for a 403 on a tool whose scope the token lacks.
+    pub fn insufficient_scope(&self, scope: &str) -> String {
+        format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+            quoted(scope),
+            self.metadata_url
+        )
+    }
+}
+
+/// Text safe inside a quoted-string (no quotes, backslashes or controls).
+fn quoted(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control() && *c != '"' && *c != '\\')
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_challenges() {
+        let r = Resource::new("http://127.0.0.1:8080/");
+        assert_eq!(r.url, "http://127.0.0.1:8080/mcp");
+        assert_eq!(
+            r.challenge(&AuthError::Missing),
+            "Bearer resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp\""
+        );
+        assert!(r
+            .challenge(&AuthError::Invalid("bad \"x\"".into()))
+            .contains("error_description=\"bad x\""));
+        assert_eq!(r.document(None)["resource"], "http://127.0.0.1:8080/mcp");
+    }
+}

@@ -1,0 +1,273 @@
+//! `wasm-mcp serve --http ADDR`: the MCP server over Streamable HTTP.
+//!
+//! rmcp's [`StreamableHttpService`] speaks the protocol (2026-07-28 requests
+//! statelessly, so replicas behind a load balancer need nothing shared;
+//! 2025-11-25 clients get rmcp's sessions). In front of it, in this order:
+//!
+//! 1. `Host` / `Origin` checks ([`origin`]) on every route → 403;
+//! 2. the in-flight limit → 503 with `Retry-After` (a request holds its slot
+//!    until its response body ends, so open SSE streams count);
+//! 3. the request body limit → 413 (rmcp's streaming limit on the endpoint,
+//!    the same bound when step 5 reads the body);
+//! 4. authentication ([`auth`]): static bearer token and/or JWT → 401 with
+//!    `WWW-Authenticate: Bearer resource_metadata=...`;
+//! 5. per-tool scopes of `tools/call` for JWT grants → 403 `insufficient_scope`.
+//!
+//! RFC 9728 metadata ([`metadata`]) is public (after step 1).
+
+pub mod auth;
+pub mod metadata;
+pub mod origin;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::{from_fn_with_state, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use http_body_util::BodyExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::server::McpServer;
+use auth::{AuthError, Authenticator, Grant, OAuthConfig};
+use metadata::{Resource, MCP_PATH, WELL_KNOWN};
+use origin::OriginPolicy;
+
+/// Default largest request body (bytes).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+/// Default HTTP requests handled at once.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+
+/// What `serve --http` was asked for.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    pub addr: SocketAddr,
+    pub token: Option<String>,
+    pub oauth: Option<OAuthConfig>,
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+    /// `scheme://authority` clients use to reach us (default: the bound address).
+    pub public_url: Option<String>,
+    pub max_body_bytes: usize,
+    pub max_in_flight: usize,
+    pub allow_unauthenticated_remote: bool,
+}
+
+/// Everything the guards need, fixed at start-up.
+struct Gate {
+    origin: OriginPolicy,
+    auth: Authenticator,
+    oauth: Option<OAuthConfig>,
+    resource: Resource,
+    in_flight: Arc<Semaphore>,
+    max_body_bytes: usize,
+}
+
+/// Bind, print `listening on http://ADDR/mcp` on stderr, serve until
+/// SIGINT/SIGTERM.
+pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
+    let auth = Authenticator::new(opts.token.clone(), opts.oauth.as_ref())?;
+    refuse_open_remote(&opts, &auth)?;
+    let listener = tokio::net::TcpListener::bind(opts.addr)
+        .await
+        .with_context(|| format!("binding {}", opts.addr))?;
+    let bound = listener.local_addr()?;
+    let base = opts
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{bound}"));
+    let gate = Arc::new(Gate {
+        origin: OriginPolicy::new(bound, &opts.allowed_hosts, &opts.allowed_origins),
+        auth,
+        oauth: opts.oauth.clone(),
+        resource: Resource::new(&base),
+        in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
+        max_body_bytes: opts.max_body_bytes,
+    });
+    let app = router(server, gate);
+    eprintln!("wasm-mcp: listening on http://{bound}{MCP_PATH}");
+    tracing::info!(%bound, auth = opts.token.is_some() || opts.oauth.is_some(), "serving over HTTP");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("HTTP server failed")
+}
+
+/// A non-loopback bind needs authentication unless explicitly forced.
+fn refuse_open_remote(opts: &HttpOptions, auth: &Authenticator) -> Result<()> {
+    if opts.addr.ip().is_loopback() || auth.is_enabled() {
+        return Ok(());
+    }
+    if opts.allow_unauthenticated_remote {
+        tracing::warn!(addr = %opts.addr, "serving a non-loopback address WITHOUT authentication");
+        return Ok(());
+    }
+    bail!(
+        "refusing to serve {} (not loopback) without authentication: give --auth-token-file, \
+         --auth-token-env or --oauth-config, or --allow-unauthenticated-remote",
+        opts.addr
+    )
+}
+
+fn router(server: McpServer, gate: Arc<Gate>) -> Router {
+    let config = StreamableHttpServerConfig::default()
+        // Host and Origin are checked by `origin` for every route.
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_json_response(true)
+        .with_max_request_body_bytes(gate.max_body_bytes);
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let mcp_routes = Router::new()
+        .route_service(MCP_PATH, mcp)
+        .layer(from_fn_with_state(gate.clone(), guard_mcp));
+    let meta_routes = Router::new()
+        .route(WELL_KNOWN, get(resource_metadata))
+        .route(&format!("{WELL_KNOWN}{MCP_PATH}"), get(resource_metadata))
+        .with_state(gate.clone());
+    mcp_routes
+        .merge(meta_routes)
+        .layer(from_fn_with_state(gate, guard_origin))
+}
+
+async fn resource_metadata(State(gate): State<Arc<Gate>>) -> Json<Value> {
+    Json(gate.resource.document(gate.oauth.as_ref()))
+}
+
+/// Step 1, every route.
+async fn guard_origin(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
+    if let Err(refusal) = gate.origin.check(req.headers()) {
+        tracing::warn!("{}", refusal.message());
+        return (refusal.status(), refusal.message()).into_response();
+    }
+    next.run(req).await
+}
+
+/// Steps 2–5, the MCP endpoint.
+async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
+    let Ok(permit) = gate.in_flight.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+            "Service Unavailable: too many requests in flight",
+        )
+            .into_response();
+    };
+    let grant = match gate.auth.verify(req.headers()) {
+        Ok(g) => g,
+        Err(e) => return unauthorized(&gate, &e),
+    };
+    match check_scopes(&gate, &grant, req).await {
+        Ok(req) => {
+            let (parts, body) = next.run(req).await.into_parts();
+            // The slot is freed when the response body is done or dropped.
+            let body = body.map_frame(move |frame| {
+                let _held = &permit;
+                frame
+            });
+            Response::from_parts(parts, Body::new(body))
+        }
+        Err(resp) => resp,
+    }
+}
+
+fn unauthorized(gate: &Gate, e: &AuthError) -> Response {
+    if let AuthError::Invalid(reason) = e {
+        tracing::warn!("refused bearer token: {reason}");
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, gate.resource.challenge(e))],
+        "Unauthorized",
+    )
+        .into_response()
+}
+
+/// Step 5: a JWT grant calling a tool that needs a scope it lacks → 403.
+/// Reads the (size-limited) body only when per-tool scopes apply.
+async fn check_scopes(gate: &Gate, grant: &Grant, req: Request) -> Result<Request, Response> {
+    let Some(oauth) = gate.oauth.as_ref().filter(|o| !o.tool_scopes.is_empty()) else {
+        return Ok(req);
+    };
+    if *grant == Grant::All || req.method() != Method::POST {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, gate.max_body_bytes)
+        .await
+        .map_err(|_| (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response())?;
+    let missing = called_tools(&bytes)
+        .into_iter()
+        .filter_map(|tool| oauth.tool_scopes.get(&tool))
+        .find(|scope| !grant.has(scope));
+    if let Some(scope) = missing {
+        tracing::warn!(%scope, "tools/call refused: insufficient_scope");
+        return Err((
+            StatusCode::FORBIDDEN,
+            [(
+                header::WWW_AUTHENTICATE,
+                gate.resource.insufficient_scope(scope),
+            )],
+            "Forbidden: insufficient_scope",
+        )
+            .into_response());
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// Names of the tools a JSON-RPC body calls (a message or a batch).
+fn called_tools(body: &[u8]) -> Vec<String> {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let messages = match v {
+        Value::Array(a) => a,
+        other => vec![other],
+    };
+    messages
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .filter_map(|m| m["params"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    tracing::info!("HTTP server shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn called_tools_reads_messages_and_batches() {
+        let one = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}"#;
+        assert_eq!(called_tools(one), vec!["a"]);
+        let batch = br#"[{"method":"tools/list"},{"method":"tools/call","params":{"name":"b"}}]"#;
+        assert_eq!(called_tools(batch), vec!["b"]);
+        assert!(called_tools(b"not json").is_empty());
+    }
+}

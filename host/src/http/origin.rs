@@ -1,0 +1,201 @@
+//! `Host` and `Origin` checks (DNS-rebinding protection) for every HTTP
+//! request, before authentication and before any body is read.
+//!
+//! * `Host` must name one of the allowed hosts (by name, any port): the
+//!   loopback names, the bound IP, and `--allowed-host` entries. A page on
+//!   `evil.example` whose name was rebound to 127.0.0.1 sends
+//!   `Host: evil.example:PORT` and is refused.
+//! * `Origin`, when present, must be one of the allowed origins exactly
+//!   (scheme, host and port): by default the server's own loopback origins,
+//!   plus `--allowed-origin` entries. Requests without `Origin` (non-browser
+//!   clients) pass.
+
+use std::net::SocketAddr;
+
+use axum::http::{header, HeaderMap, StatusCode};
+
+/// The allow-lists, fixed at start-up.
+#[derive(Clone, Debug)]
+pub struct OriginPolicy {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+}
+
+/// Why a request was refused (always 403).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    Host(String),
+    Origin(String),
+}
+
+impl Refusal {
+    pub fn status(&self) -> StatusCode {
+        StatusCode::FORBIDDEN
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::Host(h) => format!("Forbidden: Host {h:?} is not allowed"),
+            Refusal::Origin(o) => format!("Forbidden: Origin {o:?} is not allowed"),
+        }
+    }
+}
+
+const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+impl OriginPolicy {
+    /// Loopback names and the bound address, plus the extra entries.
+    pub fn new(bound: SocketAddr, extra_hosts: &[String], extra_origins: &[String]) -> Self {
+        let bound_host = host_of_addr(bound);
+        let mut hosts: Vec<String> = LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect();
+        hosts.push(bound_host.clone());
+        hosts.extend(extra_hosts.iter().map(|h| h.to_ascii_lowercase()));
+        let port = bound.port();
+        let mut origins: Vec<String> = LOOPBACK_NAMES
+            .iter()
+            .chain(std::iter::once(&bound_host.as_str()))
+            .map(|h| format!("http://{h}:{port}"))
+            .collect();
+        origins.extend(
+            extra_origins
+                .iter()
+                .map(|o| o.trim_end_matches('/').to_ascii_lowercase()),
+        );
+        OriginPolicy { hosts, origins }
+    }
+
+    /// Check one request's headers.
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let host = single_header(headers, header::HOST).ok_or(Refusal::Host(String::new()))?;
+        if !self.hosts.iter().any(|h| *h == host_name(&host)) {
+            return Err(Refusal::Host(host));
+        }
+        match headers.get_all(header::ORIGIN).iter().count() {
+            0 => Ok(()),
+            1 => {
+                let origin = single_header(headers, header::ORIGIN)
+                    .ok_or(Refusal::Origin("<not text>".into()))?;
+                let wanted = origin.trim_end_matches('/').to_ascii_lowercase();
+                if self.origins.contains(&wanted) {
+                    Ok(())
+                } else {
+                    Err(Refusal::Origin(origin))
+                }
+            }
+            _ => Err(Refusal::Origin("<several>".into())),
+        }
+    }
+}
+
+/// The value of a header that must appear once, as text.
+fn single_header(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
+    let mut all = headers.get_all(name).iter();
+    let first = all.next()?;
+    if all.next().is_some() {
+        return None;
+    }
+    first.to_str().ok().map(str::to_owned)
+}
+
+/// `name[:port]` → lower-case name (`[v6]` keeps its brackets).
+fn host_name(authority: &str) -> String {
+    let a = authority.trim().to_ascii_lowercase();
+    if let Some(end) = a.strip_prefix('[').and_then(|r| r.find(']')) {
+        return a[..end + 2].to_string();
+    }
+    match a.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name.to_string(),
+        _ => a,
+    }
+}
+
+fn host_of_addr(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn policy() -> OriginPolicy {
+        OriginPolicy::new("127.0.0.1:8080".parse().unwrap(), &[], &[])
+    }
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn loopback_host_and_own_origin_pass() {
+        let p = policy();
+        assert_eq!(
+            p.check(&headers(&[(header::HOST, "127.0.0.1:8080")])),
+            Ok(())
+        );
+        assert_eq!(
+            p.check(&headers(&[
+                (header::HOST, "localhost:8080"),
+                (header::ORIGIN, "http://localhost:8080")
+            ])),
+            Ok(())
+        );
+        assert_eq!(p.check(&headers(&[(header::HOST, "[::1]:8080")])), Ok(()));
+    }
+
+    #[test]
+    fn rebinding_hosts_and_foreign_origins_are_refused() {
+        let p = policy();
+        for host in [
+            "evil.example:8080",
+            "127.0.0.1.evil.example",
+            "localhost.evil:8080",
+            "",
+        ] {
+            assert!(
+                p.check(&headers(&[(header::HOST, host)])).is_err(),
+                "{host}"
+            );
+        }
+        assert!(p.check(&HeaderMap::new()).is_err(), "no Host");
+        assert!(p
+            .check(&headers(&[
+                (header::HOST, "127.0.0.1:8080"),
+                (header::HOST, "evil.example")
+            ]))
+            .is_err());
+        for origin in [
+            "http://evil.example",
+            "http://localhost:9999",
+            "https://localhost:8080",
+            "null",
+        ] {
+            let h = headers(&[(header::HOST, "127.0.0.1:8080"), (header::ORIGIN, origin)]);
+            assert!(
+                matches!(p.check(&h), Err(Refusal::Origin(_))),
+                "{origin} passed"
+            );
+        }
+    }
+
+    #[test]
+    fn extra_hosts_and_origins_are_allowed() {
+        let p = OriginPolicy::new(
+            "0.0.0.0:80".parse().unwrap(),
+            &["mcp.example.com".into()],
+            &["https://app.example.com/".into()],
+        );
+        let h = headers(&[
+            (header::HOST, "MCP.example.com"),
+            (header::ORIGIN, "https://app.example.com"),
+        ]);
+        assert_eq!(p.check(&h), Ok(()));
+    }
+}

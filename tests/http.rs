@@ -1,0 +1,566 @@
+//! `wasm-mcp serve --http`: the real binary on 127.0.0.1:0, driven with raw
+//! HTTP. Hostile cases first: missing/wrong tokens, bad JWTs (expired, wrong
+//! audience or issuer, `alg: none`, a stranger's key), a missing scope,
+//! huge bodies (with and without Content-Length), foreign Origin, spoofed
+//! Host, too many requests in flight, an open non-loopback bind. Then the
+//! stateless 2026-07-28 mode across two replicas and a 2025-11-25 session.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{json, Value};
+
+mod support;
+use support::http::{post, refused_start, rpc_message, stateless_request, HttpServer};
+use support::{plugin_dir, repo_root};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+const ISSUER: &str = "https://issuer.test";
+const AUDIENCE: &str = "wasm-mcp-test";
+
+fn worktree() -> tempfile::TempDir {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("inside.txt"), "inside\n").unwrap();
+    wt
+}
+
+fn workspace_plugins() -> tempfile::TempDir {
+    plugin_dir(&["plugins/workspace.wasm"])
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+fn list_body() -> Value {
+    stateless_request(1, "tools/list", json!({}))
+}
+
+fn call_body(id: u64, tool: &str, args: Value) -> Value {
+    stateless_request(id, "tools/call", json!({"name": tool, "arguments": args}))
+}
+
+fn www_authenticate(r: &reqwest::Response) -> String {
+    r.headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+/// A token-protected server (token from an env var).
+fn token_server(wt: &Path, plugins: &Path, extra: &[&str]) -> HttpServer {
+    let mut args = vec!["--auth-token-env", "TEST_MCP_TOKEN"];
+    args.extend_from_slice(extra);
+    HttpServer::start(wt, plugins, &args, &[("TEST_MCP_TOKEN", TOKEN)])
+}
+
+#[tokio::test]
+async fn no_or_wrong_token_is_401_with_resource_metadata() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &[]);
+    let c = client();
+
+    let r = post(&c, &s.url, &list_body()).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", s.base);
+    assert_eq!(
+        www_authenticate(&r),
+        format!("Bearer resource_metadata=\"{metadata_url}\"")
+    );
+
+    for bad in [
+        format!("Bearer {TOKEN}x"),
+        format!("Bearer {}", &TOKEN[1..]),
+        format!("Basic {TOKEN}"),
+        "Bearer".to_string(),
+    ] {
+        let r = post(&c, &s.url, &list_body())
+            .header("Authorization", &bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{bad}");
+        assert!(
+            www_authenticate(&r).contains("error=\"invalid_token\""),
+            "{bad}"
+        );
+    }
+
+    let meta: Value = c
+        .get(&metadata_url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(meta["resource"], s.url.as_str());
+    assert_eq!(meta["bearer_methods_supported"], json!(["header"]));
+
+    let r = post(&c, &s.url, &list_body())
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let msg = rpc_message(&r.text().await.unwrap());
+    let names: Vec<&str> = msg["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"read_file"), "{msg}");
+}
+
+#[tokio::test]
+async fn token_file_works_and_a_bad_one_refuses_to_start() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let s = HttpServer::start(
+        wt.path(),
+        plugins.path(),
+        &["--auth-token-file", file.to_str().unwrap()],
+        &[],
+    );
+    let c = client();
+    let r = post(&c, &s.url, &list_body())
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = post(&c, &s.url, &list_body()).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+
+    std::fs::write(&file, "short\n").unwrap();
+    let wt_arg = wt.path().to_str().unwrap();
+    let err = refused_start(
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--worktree",
+            wt_arg,
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+            "--auth-token-file",
+            file.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(err.contains("at least 16 characters"), "{err}");
+}
+
+#[test]
+fn non_loopback_bind_without_auth_is_refused() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let err = refused_start(
+        &[
+            "--http",
+            "0.0.0.0:0",
+            "--worktree",
+            wt.path().to_str().unwrap(),
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(err.contains("without authentication"), "{err}");
+    assert!(err.contains("--allow-unauthenticated-remote"), "{err}");
+}
+
+#[tokio::test]
+async fn foreign_origin_and_spoofed_host_are_403() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = HttpServer::start(wt.path(), plugins.path(), &[], &[]);
+    let c = client();
+    let port = s.base.rsplit(':').next().unwrap().to_string();
+
+    let ok = post(&c, &s.url, &list_body())
+        .header("Origin", format!("http://localhost:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200, "own origin");
+
+    for origin in [
+        "http://evil.example".to_string(),
+        format!("http://evil.example:{port}"),
+        "http://localhost:1".to_string(),
+        "null".to_string(),
+    ] {
+        let r = post(&c, &s.url, &list_body())
+            .header("Origin", &origin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "Origin {origin}");
+    }
+    // DNS rebinding: a name that resolves to 127.0.0.1 for the attacker.
+    for host in [
+        format!("evil.example:{port}"),
+        format!("127.0.0.1.nip.io:{port}"),
+    ] {
+        let r = post(&c, &s.url, &list_body())
+            .header("Host", &host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "Host {host}");
+        let r = c
+            .get(format!("{}/.well-known/oauth-protected-resource", s.base))
+            .header("Host", &host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "metadata with Host {host}");
+    }
+}
+
+#[tokio::test]
+async fn huge_bodies_are_413_with_or_without_content_length() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &["--max-body-bytes", "65536"]);
+    let c = client();
+    let big = "x".repeat(200_000);
+    let body = call_body(1, "read_file", json!({"path": big}));
+    let r = post(&c, &s.url, &body)
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+
+    // Chunked: no Content-Length to refuse up front; the limit must still hold.
+    let status = chunked_post(&s.base, &body.to_string());
+    assert_eq!(status, 413);
+
+    let r = post(
+        &c,
+        &s.url,
+        &call_body(2, "read_file", json!({"path": "inside.txt"})),
+    )
+    .bearer_auth(TOKEN)
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200, "small body still served");
+}
+
+/// POST `body` to /mcp with `Transfer-Encoding: chunked`; the status code.
+fn chunked_post(base: &str, body: &str) -> u16 {
+    let authority = base.trim_start_matches("http://");
+    let mut tcp = std::net::TcpStream::connect(authority).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    tcp.write_all(head.as_bytes()).unwrap();
+    for chunk in body.as_bytes().chunks(8192) {
+        let frame = format!("{:x}\r\n", chunk.len());
+        if tcp.write_all(frame.as_bytes()).is_err()
+            || tcp.write_all(chunk).is_err()
+            || tcp.write_all(b"\r\n").is_err()
+        {
+            break; // the server may answer and close before reading it all
+        }
+    }
+    let _ = tcp.write_all(b"0\r\n\r\n");
+    let mut buf = [0u8; 64];
+    let n = tcp.read(&mut buf).unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]).to_string();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn requests_beyond_the_in_flight_limit_are_503() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let s = HttpServer::start(
+        wt.path(),
+        plugins.path(),
+        &["--max-in-flight", "1", "--timeout-ms", "3000"],
+        &[],
+    );
+    let c = client();
+    let slow = {
+        let (c, url) = (c.clone(), s.url.clone());
+        tokio::spawn(async move {
+            post(&c, &url, &call_body(1, "sleep_forever", json!({})))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    // Until the slow call holds the one slot, a probe may still get in.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut refused = None;
+    while Instant::now() < deadline {
+        let r = post(&c, &s.url, &list_body()).send().await.unwrap();
+        if r.status() == 503 {
+            refused = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = refused.expect("no 503 while a call held the only slot");
+    assert_eq!(r.headers()["retry-after"], "1");
+    assert_eq!(
+        slow.await.unwrap(),
+        200,
+        "the slow call ends at its deadline"
+    );
+    let r = post(&c, &s.url, &list_body()).send().await.unwrap();
+    assert_eq!(r.status(), 200, "slot freed");
+}
+
+// ---- OAuth 2.1 resource server (JWT + JWKS) ----
+
+fn jwt_dir() -> PathBuf {
+    repo_root().join("tests/support/http")
+}
+
+/// An OAuth config: `write_file` needs `tools:write`.
+fn oauth_config(dir: &Path) -> PathBuf {
+    let path = dir.join("oauth.toml");
+    let text = format!(
+        "issuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks = \"{}\"\n\n[tool_scopes]\nwrite_file = \"tools:write\"\n",
+        jwt_dir().join("jwks.json").display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn claims(scope: &str) -> Value {
+    json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "agent", "exp": now() + 600, "iat": now(), "scope": scope})
+}
+
+/// Sign `claims` with `key` (a PEM file in tests/support/http).
+fn jwt(claims: &Value, key: &str) -> String {
+    let pem = std::fs::read(jwt_dir().join(key)).unwrap();
+    let mut header = Header::new(Algorithm::EdDSA);
+    header.kid = Some("test-key-1".into());
+    jsonwebtoken::encode(&header, claims, &EncodingKey::from_ed_pem(&pem).unwrap()).unwrap()
+}
+
+fn unsigned_jwt(claims: &Value) -> String {
+    let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!(
+        "{}.{}.",
+        b64(&json!({"alg": "none", "typ": "JWT"})),
+        b64(claims)
+    )
+}
+
+#[tokio::test]
+async fn jwts_are_validated_and_tool_scopes_enforced() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = oauth_config(dir.path());
+    let s = HttpServer::start(
+        wt.path(),
+        plugins.path(),
+        &["--oauth-config", cfg.to_str().unwrap()],
+        &[],
+    );
+    let c = client();
+    let send = |token: String, body: Value| {
+        let (c, url) = (c.clone(), s.url.clone());
+        async move {
+            post(&c, &url, &body)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+
+    let mut expired = claims("tools:read");
+    expired["exp"] = json!(now() - 3600);
+    let mut wrong_aud = claims("tools:read");
+    wrong_aud["aud"] = json!("some-other-api");
+    let mut wrong_iss = claims("tools:read");
+    wrong_iss["iss"] = json!("https://evil.example");
+    let mut no_exp = claims("tools:read");
+    no_exp.as_object_mut().unwrap().remove("exp");
+    let hostile = [
+        (jwt(&expired, "issuer-key.pem"), "token expired"),
+        (jwt(&wrong_aud, "issuer-key.pem"), "wrong audience"),
+        (jwt(&wrong_iss, "issuer-key.pem"), "wrong issuer"),
+        (jwt(&no_exp, "issuer-key.pem"), "missing exp"),
+        (
+            jwt(&claims("tools:read"), "stranger-key.pem"),
+            "bad signature",
+        ),
+        (
+            unsigned_jwt(&claims("tools:read tools:write")),
+            "malformed token",
+        ),
+    ];
+    for (token, why) in hostile {
+        let r = send(token, list_body()).await;
+        assert_eq!(r.status(), 401, "{why}");
+        let challenge = www_authenticate(&r);
+        assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+        assert!(challenge.contains(why), "{why}: {challenge}");
+    }
+
+    let reader = jwt(&claims("tools:read"), "issuer-key.pem");
+    let r = send(reader.clone(), list_body()).await;
+    assert_eq!(r.status(), 200);
+    let r = send(
+        reader.clone(),
+        call_body(2, "read_file", json!({"path": "inside.txt"})),
+    )
+    .await;
+    assert_eq!(r.status(), 200, "unscoped tool");
+
+    let write = call_body(
+        3,
+        "write_file",
+        json!({"path": "out.txt", "content": "hi\n"}),
+    );
+    let r = send(reader, write.clone()).await;
+    assert_eq!(r.status(), 403);
+    let challenge = www_authenticate(&r);
+    assert!(
+        challenge.contains("error=\"insufficient_scope\""),
+        "{challenge}"
+    );
+    assert!(challenge.contains("scope=\"tools:write\""), "{challenge}");
+    assert!(!wt.path().join("out.txt").exists(), "refused call ran");
+
+    let writer = jwt(&claims("tools:read tools:write"), "issuer-key.pem");
+    let r = send(writer, write).await;
+    assert_eq!(r.status(), 200);
+    let msg = rpc_message(&r.text().await.unwrap());
+    assert_ne!(msg["result"]["isError"], json!(true), "{msg}");
+    assert_eq!(
+        std::fs::read_to_string(wt.path().join("out.txt")).unwrap(),
+        "hi\n"
+    );
+
+    let meta: Value = c
+        .get(format!("{}/.well-known/oauth-protected-resource", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(meta["authorization_servers"], json!([ISSUER]));
+    assert_eq!(meta["scopes_supported"], json!(["tools:write"]));
+}
+
+// ---- stateless 2026-07-28 behind a load balancer ----
+
+#[tokio::test]
+async fn two_replicas_serve_one_worktree_alternately_without_sessions() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let replicas = [
+        token_server(wt.path(), plugins.path(), &[]),
+        token_server(wt.path(), plugins.path(), &[]),
+    ];
+    assert_ne!(replicas[0].pid(), replicas[1].pid());
+    let c = client();
+    for i in 0..6u64 {
+        // Round robin: write on one replica, read it back on the other.
+        let (w, r) = (
+            &replicas[(i % 2) as usize],
+            &replicas[((i + 1) % 2) as usize],
+        );
+        let content = format!("round {i}\n");
+        let body = call_body(
+            i * 2,
+            "write_file",
+            json!({"path": "lb.txt", "content": content}),
+        );
+        let resp = post(&c, &w.url, &body)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert!(
+            resp.headers().get("mcp-session-id").is_none(),
+            "stateless: no session"
+        );
+        let msg = rpc_message(&resp.text().await.unwrap());
+        assert_ne!(msg["result"]["isError"], json!(true), "{msg}");
+
+        let body = call_body(i * 2 + 1, "read_file", json!({"path": "lb.txt"}));
+        let resp = post(&c, &r.url, &body)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let msg = rpc_message(&resp.text().await.unwrap());
+        assert!(
+            msg["result"].to_string().contains(&format!("round {i}")),
+            "{msg}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_2025_11_25_client_gets_a_session() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &[]);
+    let c = client();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "http-test", "version": "1"}}});
+    let r = c
+        .post(&s.url)
+        .bearer_auth(TOKEN)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let msg = rpc_message(&r.text().await.unwrap());
+    assert_eq!(msg["result"]["protocolVersion"], "2025-11-25", "{msg}");
+
+    let legacy = |body: Value| {
+        c.post(&s.url)
+            .bearer_auth(TOKEN)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", &sid)
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .json(&body)
+    };
+    let r = legacy(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let r = legacy(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "inside.txt"}}}))
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let msg = rpc_message(&r.text().await.unwrap());
+    assert!(msg["result"].to_string().contains("inside"), "{msg}");
+}
