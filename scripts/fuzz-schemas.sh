@@ -8,7 +8,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 WT="$(mktemp -d)"
 trap 'rm -rf "$WT"' EXIT
-cargo run -q -p wasm-mcp-host --bin wasm-mcp -- tools --worktree "$WT" --plugins dist/plugins \
-  > fuzz/workspace-tools.json.new 2>/dev/null
+# Without `_meta` (the plugin's digest changes with every build).
+cargo run -q -p wasm-mcp-host --bin wasm-mcp -- tools --worktree "$WT" --plugins dist/plugins 2>/dev/null \
+  | python3 -c 'import json,sys; t=json.load(sys.stdin); [x.pop("_meta",None) for x in t]; print(json.dumps(t,indent=2))' \
+  > fuzz/workspace-tools.json.new
 mv fuzz/workspace-tools.json.new fuzz/workspace-tools.json
 echo "fuzz-schemas: fuzz/workspace-tools.json regenerated" >&2
