@@ -48,10 +48,19 @@ fn stderr(out: &Output) -> String {
 fn contract(tools: &Value) -> Value {
     let keep = ["name", "description", "inputSchema", "outputSchema"];
     let project = |t: &Value| {
-        let fields = keep.iter().filter_map(|k| Some((k.to_string(), t.get(*k)?.clone())));
+        let fields = keep
+            .iter()
+            .filter_map(|k| Some((k.to_string(), t.get(*k)?.clone())));
         Value::Object(fields.collect())
     };
-    Value::Array(tools.as_array().into_iter().flatten().map(project).collect())
+    Value::Array(
+        tools
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(project)
+            .collect(),
+    )
 }
 
 #[test]

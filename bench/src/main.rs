@@ -208,7 +208,11 @@ impl FileCase {
     /// A peer's answer: not an error, and its structured content or its
     /// text holds this whole file (exactly, somewhere).
     fn check_contains(&self, r: &CallToolResult) -> Result<()> {
-        ensure!(r.is_error != Some(true), "{}: the peer returned an error", self.rel);
+        ensure!(
+            r.is_error != Some(true),
+            "{}: the peer returned an error",
+            self.rel
+        );
         let structured = r
             .structured_content
             .as_ref()
@@ -392,7 +396,10 @@ impl Probe {
 async fn call(peer: &Peer<RoleClient>, probe: &Probe, case: &FileCase) -> Result<CallToolResult> {
     let args = match &probe.absolute_in {
         None => case.args(),
-        Some(dir) => json!({ "path": dir.join(case.rel) }).as_object().unwrap().clone(),
+        Some(dir) => json!({ "path": dir.join(case.rel) })
+            .as_object()
+            .unwrap()
+            .clone(),
     };
     peer.call_tool(CallToolRequestParams::new(probe.tool.clone()).with_arguments(args))
         .await
@@ -854,7 +861,10 @@ async fn run(args: Args) -> Result<()> {
     if peer.is_some() {
         println!("ratio ours/peer:");
         for case in [&small, &large] {
-            let (o, p) = (find("ours", case.rel).unwrap(), find("peer", case.rel).unwrap());
+            let (o, p) = (
+                find("ours", case.rel).unwrap(),
+                find("peer", case.rel).unwrap(),
+            );
             println!(
                 "  {:<20} calls/s {}, p50 latency {}",
                 case.label,

@@ -11,9 +11,9 @@ use wasmtime::Engine;
 
 use crate::cache::ComponentCache;
 use crate::catalog::{Catalog, Rejection};
-use crate::trust::{Admitted, TrustPolicy};
 use crate::plugin::{Compiled, LoadError, Plugin};
 use crate::sandbox::{Sandbox, StoreState};
+use crate::trust::{Admitted, TrustPolicy};
 
 /// The tool interface every plugin must export.
 pub const TOOL_EXPORT: &str = "wasm-mcp:tool/tool@0.1.0";

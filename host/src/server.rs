@@ -254,7 +254,9 @@ impl McpServer {
     ) -> Option<Outcome> {
         let catalog = self.registry.catalog();
         let Some(progress) = progress else {
-            let call = self.registry.call_observed(&catalog, name, args, call_id, |_| {});
+            let call = self
+                .registry
+                .call_observed(&catalog, name, args, call_id, |_| {});
             return call.await;
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
