@@ -289,7 +289,9 @@ async fn requests_beyond_the_in_flight_limit_are_503() {
     let s = HttpServer::start(
         wt.path(),
         plugins.path(),
-        &["--max-in-flight", "1", "--timeout-ms", "3000"],
+        // A long deadline: on a loaded machine the slow call must still hold
+        // the slot while the probes run.
+        &["--max-in-flight", "1", "--timeout-ms", "8000"],
         &[],
     );
     let c = client();
@@ -304,7 +306,7 @@ async fn requests_beyond_the_in_flight_limit_are_503() {
         })
     };
     // Until the slow call holds the one slot, a probe may still get in.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(7);
     let mut refused = None;
     while Instant::now() < deadline {
         let r = post(&c, &s.url, &list_body()).send().await.unwrap();
