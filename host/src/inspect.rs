@@ -95,8 +95,7 @@ pub async fn inspect(sandbox: &Sandbox, cache: &ComponentCache, path: &Path) -> 
         None
     };
     if report.cannot_run.is_none() {
-        let grants = crate::grants::Grants::server_only(sandbox.limits(), sandbox.max_filesystem());
-        let admitted = TrustPolicy::open(grants).admit(path, &bytes, &compiled.digest)?;
+        let admitted = TrustPolicy::server_rights(sandbox).admit(path, &bytes, &compiled.digest)?;
         list_tools(sandbox, compiled, admitted, &mut report).await;
     }
     Ok(report)

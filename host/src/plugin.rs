@@ -276,11 +276,7 @@ impl Plugin {
         cache: &ComponentCache,
         path: &Path,
     ) -> Result<Arc<Plugin>, LoadError> {
-        let policy = TrustPolicy::open(crate::grants::Grants::server_only(
-            sandbox.limits(),
-            sandbox.max_filesystem(),
-        ));
-        Self::load_trusted(sandbox, cache, &policy, path).await
+        Self::load_trusted(sandbox, cache, &TrustPolicy::server_rights(sandbox), path).await
     }
 
     /// [`Plugin::load`] under `policy`: the bytes read are checked against
@@ -302,8 +298,8 @@ impl Plugin {
         path: &Path,
         bytes: &[u8],
     ) -> Result<Arc<Plugin>, LoadError> {
-        let grants = crate::grants::Grants::server_only(sandbox.limits(), sandbox.max_filesystem());
-        Self::from_bytes_trusted(sandbox, cache, &TrustPolicy::open(grants), path, bytes).await
+        let policy = TrustPolicy::server_rights(sandbox);
+        Self::from_bytes_trusted(sandbox, cache, &policy, path, bytes).await
     }
 
     /// Admit the plugin by the trust policy (pinning, signature, grant),

@@ -17,7 +17,6 @@ use crate::cache::ComponentCache;
 use wasm_mcp_protocol::ErrorKind;
 
 use crate::catalog::Catalog;
-use crate::grants::Grants;
 use crate::limits::{before, LOAD_SLOTS};
 use crate::plugin::{CallError, CallStats, LoadError, Plugin, Slot};
 use crate::sandbox::Sandbox;
@@ -158,9 +157,8 @@ impl Registry {
         dir: &Path,
         allow: Option<Vec<String>>,
     ) -> Result<Arc<Self>> {
-        let grants = Grants::server_only(sandbox.limits(), sandbox.max_filesystem());
         let trust = Trust {
-            policy: TrustPolicy::open(grants),
+            policy: TrustPolicy::server_rights(&sandbox),
             audit: AuditLog::default(),
         };
         Self::open_trusted(sandbox, cache, dir, allow, trust).await

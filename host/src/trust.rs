@@ -29,6 +29,15 @@ pub struct Admitted {
 }
 
 impl TrustPolicy {
+    /// No pinning, no signatures, every plugin with the server's own
+    /// rights (its limits and `--read-only`): the policy without trust flags.
+    pub fn server_rights(sandbox: &crate::sandbox::Sandbox) -> TrustPolicy {
+        TrustPolicy::open(Grants::server_only(
+            sandbox.limits(),
+            sandbox.max_filesystem(),
+        ))
+    }
+
     /// No pinning, no signatures, every plugin with `grants`' rights.
     pub fn open(grants: Grants) -> TrustPolicy {
         TrustPolicy {
