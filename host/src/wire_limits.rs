@@ -29,6 +29,9 @@ pub fn error_result(text: String, kind: ErrorKind) -> CallToolResult {
 /// Cut `text` to [`MAX_ERROR_MESSAGE_BYTES`] (on a char boundary), noting how
 /// much was cut.
 pub fn cap_message(text: String) -> String {
+    if text.len() <= MAX_ERROR_MESSAGE_BYTES {
+        return text; // the common case: no note to format
+    }
     let total = text.len();
     let shown = text::head_bytes(&text, MAX_ERROR_MESSAGE_BYTES).len();
     let note = format!(
