@@ -206,7 +206,9 @@ impl FileCase {
     }
 
     /// A peer's answer: not an error, and its structured content or its
-    /// text holds this whole file (exactly, somewhere).
+    /// text holds this whole file (exactly, somewhere). Text that is a JSON
+    /// document counts when one of its strings holds the file: wassette
+    /// answers with the WIT result as JSON text, `{"ok":"<file>"}`.
     fn check_contains(&self, r: &CallToolResult) -> Result<()> {
         ensure!(
             r.is_error != Some(true),
@@ -222,8 +224,12 @@ impl FileCase {
             .iter()
             .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
             .collect();
+        let in_json_text = || {
+            serde_json::from_str::<Value>(&text)
+                .is_ok_and(|v| any_string_contains(&v, &self.content))
+        };
         ensure!(
-            structured || text.contains(&self.content),
+            structured || text.contains(&self.content) || in_json_text(),
             "{}: the peer's answer does not hold the file ({} bytes of text)",
             self.rel,
             text.len()
@@ -1095,4 +1101,46 @@ async fn run(args: Args) -> Result<()> {
         logs.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ContentBlock;
+
+    fn case(content: &str) -> FileCase {
+        FileCase {
+            label: "t".into(),
+            rel: "t.txt",
+            content: content.into(),
+            lines: 2,
+        }
+    }
+
+    fn text(t: String) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(t)])
+    }
+
+    /// wassette's shape: the WIT `result<string, string>` as JSON text. The
+    /// file has a newline and quotes, so its JSON form differs from the file.
+    #[test]
+    fn a_peer_answer_must_hold_the_whole_file() {
+        let c = case("line \"one\"\nline two\n");
+        let ok = |s: &str| json!({ "ok": s }).to_string();
+        assert!(c.check_contains(&text(c.content.clone())).is_ok());
+        assert!(c.check_contains(&text(ok(&c.content))).is_ok());
+        // A file cut short, an `err` naming something else, an error result,
+        // escaped text that is not a JSON document: all refused.
+        assert!(c
+            .check_contains(&text(ok(&c.content[..c.content.len() - 1])))
+            .is_err());
+        assert!(c
+            .check_contains(&text(json!({ "err": "denied" }).to_string()))
+            .is_err());
+        let mut failed = text(c.content.clone());
+        failed.is_error = Some(true);
+        assert!(c.check_contains(&failed).is_err());
+        let escaped_not_json = c.content.replace('\n', "\\n");
+        assert!(c.check_contains(&text(escaped_not_json)).is_err());
+    }
 }

@@ -31,15 +31,19 @@ struct Args {
     output: PathBuf,
     adapter: Adapter,
     list_imports: bool,
+    /// The export the component must have (`--export`; the tool interface
+    /// unless a foreign component, e.g. a peer host's, is being built).
+    export: String,
 }
 
-const USAGE: &str =
-    "usage: componentize <in.wasm> <out.wasm> [--adapter reactor|command] [--list-imports]";
+const USAGE: &str = "usage: componentize <in.wasm> <out.wasm> [--adapter reactor|command] \
+     [--export NAME] [--list-imports]";
 
 fn parse_args(args: &[String]) -> Result<Args> {
     let mut pos = Vec::new();
     let mut adapter = Adapter::Reactor;
     let mut list_imports = false;
+    let mut export = TOOL_INTERFACE.to_string();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -50,6 +54,7 @@ fn parse_args(args: &[String]) -> Result<Args> {
                 adapter = parse_adapter(v)?;
             }
             s if s.starts_with("--adapter=") => adapter = parse_adapter(&s["--adapter=".len()..])?,
+            "--export" => export = it.next().context("--export needs a name")?.clone(),
             "--list-imports" => list_imports = true,
             "-h" | "--help" => bail!("{USAGE}"),
             s if s.starts_with("--") => bail!("unknown option {s}\n{USAGE}"),
@@ -64,6 +69,7 @@ fn parse_args(args: &[String]) -> Result<Args> {
         output,
         adapter,
         list_imports,
+        export,
     })
 }
 
@@ -117,8 +123,10 @@ fn item_names(resolve: &Resolve, items: &[(&WorldKey, &WorldItem)]) -> Vec<Strin
         .collect()
 }
 
-/// Validates `component` and checks it exports [`TOOL_INTERFACE`].
-fn check_component(component: &[u8]) -> Result<Summary> {
+/// Validates `component` and checks it exports `export`: an interface id
+/// (`ns:pkg/iface@ver`) or a world-level function (`func NAME`), as listed
+/// in [`Summary::exports`].
+fn check_component(component: &[u8], export: &str) -> Result<Summary> {
     let mut v = wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::default());
     v.validate_all(component)
         .context("the component does not validate")?;
@@ -130,10 +138,14 @@ fn check_component(component: &[u8]) -> Result<Summary> {
     let w = &resolve.worlds[world];
     let imports = item_names(&resolve, &w.imports.iter().collect::<Vec<_>>());
     let exports = item_names(&resolve, &w.exports.iter().collect::<Vec<_>>());
-    if !exports.iter().any(|e| e == TOOL_INTERFACE) {
+    if !exports.iter().any(|e| e == export) {
+        let hint = if export == TOOL_INTERFACE {
+            "; was it built with wit-bindgen against wit/tool.wit, world `tool-plugin`?"
+        } else {
+            ""
+        };
         bail!(
-            "the component does not export `{TOOL_INTERFACE}` (exports: [{}]); \
-             was it built with wit-bindgen against wit/tool.wit, world `tool-plugin`?",
+            "the component does not export `{export}` (exports: [{}]){hint}",
             exports.join(", ")
         );
     }
@@ -142,6 +154,16 @@ fn check_component(component: &[u8]) -> Result<Summary> {
 
 /// Turns `input` (core module or component) into a validated tool component.
 pub fn componentize(input: &[u8], adapter: Adapter) -> Result<(Vec<u8>, Summary)> {
+    componentize_exporting(input, adapter, TOOL_INTERFACE)
+}
+
+/// Like [`componentize`], but the component must export `export` instead of
+/// the tool interface (see [`check_component`]).
+pub fn componentize_exporting(
+    input: &[u8],
+    adapter: Adapter,
+    export: &str,
+) -> Result<(Vec<u8>, Summary)> {
     let component = match kind_of(input)? {
         Kind::Component => input.to_vec(),
         Kind::Module => {
@@ -162,14 +184,14 @@ pub fn componentize(input: &[u8], adapter: Adapter) -> Result<(Vec<u8>, Summary)
                 .context("cannot encode the component")?
         }
     };
-    let summary = check_component(&component)?;
+    let summary = check_component(&component, export)?;
     Ok((component, summary))
 }
 
 fn run(args: &Args) -> Result<Summary> {
     let input = std::fs::read(&args.input)
         .with_context(|| format!("cannot read {}", args.input.display()))?;
-    let (component, summary) = componentize(&input, args.adapter)
+    let (component, summary) = componentize_exporting(&input, args.adapter, &args.export)
         .with_context(|| format!("{}: not a valid tool plugin", args.input.display()))?;
     write_atomic(&args.output, &component)?;
     Ok(summary)
@@ -273,6 +295,44 @@ mod tests {
         assert!(format!("{err:#}").contains(TOOL_INTERFACE), "{err:#}");
     }
 
+    /// A core module (with its `component-type` section) for a world that
+    /// exports `read-file` as a plain function, like wassette's
+    /// `examples/filesystem-rs`: not a tool plugin.
+    fn foreign_module() -> Vec<u8> {
+        let mut resolve = Resolve::default();
+        let pkg = resolve
+            .push_str(
+                "fs.wit",
+                "package component:fs;\nworld fs { export read-file: func(path: string) -> result<string, string>; }",
+            )
+            .unwrap();
+        let world = resolve.select_world(&[pkg], Some("fs")).unwrap();
+        let mut module =
+            wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
+        wit_component::embed_component_metadata(
+            &mut module,
+            &resolve,
+            world,
+            wit_component::StringEncoding::UTF8,
+            false,
+        )
+        .unwrap();
+        module
+    }
+
+    #[test]
+    fn a_foreign_component_needs_its_export_named() {
+        let module = foreign_module();
+        let err = componentize(&module, Adapter::Reactor).unwrap_err();
+        assert!(format!("{err:#}").contains(TOOL_INTERFACE), "{err:#}");
+        let (component, summary) =
+            componentize_exporting(&module, Adapter::Reactor, "func read-file").unwrap();
+        assert_eq!(kind_of(&component).unwrap(), Kind::Component);
+        assert_eq!(summary.exports, ["func read-file"]);
+        let err = componentize_exporting(&module, Adapter::Reactor, "func write-file").unwrap_err();
+        assert!(format!("{err:#}").contains("`func write-file`"), "{err:#}");
+    }
+
     #[test]
     fn only_regular_files_are_replaced() {
         let dir = std::env::temp_dir().join(format!("componentize-test-{}", std::process::id()));
@@ -320,5 +380,9 @@ mod tests {
         assert!(parse_args(&s(&["a.wasm"])).is_err());
         assert!(parse_args(&s(&["a", "b", "--adapter", "proxy"])).is_err());
         assert!(parse_args(&s(&["a", "b", "--bogus"])).is_err());
+        assert_eq!(a.export, TOOL_INTERFACE);
+        let a = parse_args(&s(&["a", "b", "--export", "func read-file"])).unwrap();
+        assert_eq!(a.export, "func read-file");
+        assert!(parse_args(&s(&["a", "b", "--export"])).is_err());
     }
 }
