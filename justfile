@@ -39,6 +39,11 @@ bench *args="": plugins
     bash scripts/bench-baseline-venv.sh
     cargo run --release -p wasm-mcp-bench -- {{args}}
 
+# The bench with microsoft/wassette side by side (--peer; scripts/peer-wassette.sh builds it once, ~16 min).
+bench-peer *args="":
+    bash scripts/peer-wassette.sh build
+    just bench --peer "{{justfile_directory()}}/scripts/peer-wassette.sh serve {worktree} {worktree}.wassette" --peer-tool read-file --peer-absolute-paths {{args}}
+
 # Regenerate fuzz/workspace-tools.json from the built workspace plugin (`wasm-mcp tools`).
 fuzz-schemas: plugins
     bash scripts/fuzz-schemas.sh
