@@ -30,7 +30,7 @@ mod stats;
 mod targets;
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 
 use cli::{Args, Section};
 use sections::{concurrency, in_process, memory, scaling, sequential, sizes, startup};
@@ -57,29 +57,27 @@ async fn main() -> std::process::ExitCode {
 async fn run(args: Args) -> Result<()> {
     let b = Bench::new(args)?;
     b.print_header();
-    let mut results = Results::default();
-    if b.args.runs(Section::Sequential) {
-        sequential::run(&b, &mut results).await?;
+    let mut r = Results::default();
+    for section in Section::value_variants() {
+        if !b.args.runs(*section) {
+            continue;
+        }
+        let t0 = std::time::Instant::now();
+        match section {
+            Section::Sequential => sequential::run(&b, &mut r).await?,
+            Section::Startup => startup::run(&b, &mut r).await?,
+            Section::InProcess => in_process::run(&b, &mut r).await?,
+            Section::Concurrency => concurrency::run(&b).await?,
+            Section::Sizes => sizes::run(&b).await?,
+            Section::Scaling => scaling::run(&b).await?,
+            Section::Memory => memory::run(&b, &mut r).await?,
+        }
+        eprintln!(
+            "bench: {section:?} took {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
     }
-    if b.args.runs(Section::Startup) {
-        startup::run(&b, &mut results).await?;
-    }
-    if b.args.runs(Section::InProcess) {
-        in_process::run(&b, &mut results).await?;
-    }
-    if b.args.runs(Section::Concurrency) {
-        concurrency::run(&b).await?;
-    }
-    if b.args.runs(Section::Sizes) {
-        sizes::run(&b).await?;
-    }
-    if b.args.runs(Section::Scaling) {
-        scaling::run(&b).await?;
-    }
-    if b.args.runs(Section::Memory) {
-        memory::run(&b, &mut results).await?;
-    }
-    results.print();
+    r.print();
     eprintln!(
         "bench: done (server logs were in {}, now removed)",
         b.logs.display()

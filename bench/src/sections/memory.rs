@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 
 use crate::drive::checked;
+use crate::fixture::FileCase;
 use crate::request::{Ask, Probe, Request};
 use crate::sections::scaling::close_all;
 use crate::servers::{os, Connection, ServerSpec};
@@ -27,20 +28,21 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
     eprintln!("bench: memory ...");
     let m = Memo::new(b);
     let rust = m.spec(&b.plugins, "rust");
-    rust.start_once("read_file").await?; // fills the cache
-    let rust_tools = tool_count(&rust).await?;
+    let rust_tools = tool_count(&rust).await?; // and fills the cache
 
+    eprintln!("bench: memory: one server, idle and loaded ...");
     let conn = m.settled(&rust).await?;
     let idle = Memory::of(conn.pid)?;
     let loaded = m.under_load(&conn).await?;
     conn.close().await?;
+    eprintln!("bench: memory: {SIXTEEN} servers ...");
     let many = m.many(&rust).await?;
     let mut samples = Vec::new();
     for sample in sample_plugins(b)? {
+        eprintln!("bench: memory: + {} ...", sample.display());
         let spec = m.spec(&m.dir_with(&b.plugins, &sample)?, "sample");
-        spec.start_once("read_file").await?; // compiles the sample into the cache
         ensure!(
-            tool_count(&spec).await? > rust_tools,
+            tool_count(&spec).await? > rust_tools, // and compiles the sample into the cache
             "{}: the sample's tools are not listed",
             sample.display()
         );
@@ -49,7 +51,7 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
         conn.close().await?;
     }
 
-    print_tables(b, idle, loaded, &many, &samples);
+    print_tables(&m, idle, loaded, &many, &samples);
     results.idle_rss_mib = Some(mib(idle.rss));
     results.pss_at_16_mib = Some(mib(mean(&many, |m| m.pss)));
     Ok(())
@@ -60,7 +62,9 @@ struct Memo<'a> {
     b: &'a Bench,
     cache: PathBuf,
     small: Arc<dyn Request>,
-    large: Arc<dyn Request>,
+    /// What the calls in flight read: the large file (`--quick`: the small one,
+    /// so a debug build drains them in seconds).
+    load: Arc<FileCase>,
 }
 
 impl<'a> Memo<'a> {
@@ -74,7 +78,7 @@ impl<'a> Memo<'a> {
                 .clone()
                 .unwrap_or_else(|| b.tmp.path().join("cache-memory")),
             small: read.request(&b.small),
-            large: read.request(&b.large),
+            load: if b.args.quick { &b.small } else { &b.large }.clone(),
         }
     }
 
@@ -125,13 +129,14 @@ impl<'a> Memo<'a> {
         Ok(conn)
     }
 
-    /// The sample with the highest RSS while 16 large reads are kept in flight.
+    /// The sample with the highest RSS while 16 reads are kept in flight.
     async fn under_load(&self, conn: &Connection) -> Result<Memory> {
+        let read = Ask::Read(Probe::read_file()).request(&self.load);
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicUsize::new(0));
         let tasks: Vec<_> = (0..SIXTEEN)
             .map(|_| {
-                let (peer, req) = (conn.peer().clone(), self.large.clone());
+                let (peer, req) = (conn.peer().clone(), read.clone());
                 let (stop, done) = (stop.clone(), done.clone());
                 tokio::spawn(async move {
                     while !stop.load(Ordering::Relaxed) {
@@ -144,7 +149,8 @@ impl<'a> Memo<'a> {
             .collect();
         let mut peak = Memory::default();
         let until = Instant::now() + Duration::from_millis(self.b.counts.memory_load_ms);
-        while Instant::now() < until || done.load(Ordering::Relaxed) < SIXTEEN {
+        let running = || !tasks.iter().any(|t| t.is_finished()); // a failed call ends its task
+        while running() && (Instant::now() < until || done.load(Ordering::Relaxed) < SIXTEEN) {
             let m = Memory::of(conn.pid)?;
             if m.rss > peak.rss {
                 peak = m;
@@ -225,13 +231,13 @@ fn mean(v: &[Memory], f: impl Fn(&Memory) -> u64) -> u64 {
 }
 
 fn print_tables(
-    b: &Bench,
+    m: &Memo,
     idle: Memory,
     loaded: Memory,
     many: &[Memory],
     samples: &[(PathBuf, Memory)],
 ) {
-    let names: Vec<String> = wasm_files(&b.plugins)
+    let names: Vec<String> = wasm_files(&m.b.plugins)
         .unwrap_or_default()
         .iter()
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
@@ -257,7 +263,8 @@ fn print_tables(
         );
     };
     row("idle (tools listed, one call made)", &idle);
-    row("16 large read_file calls in flight (peak RSS)", &loaded);
+    let load = format!("{SIXTEEN} read_file {} in flight (peak RSS)", m.load.rel);
+    row(&load, &loaded);
     let avg = Memory {
         rss: mean(many, |m| m.rss),
         pss: mean(many, |m| m.pss),
