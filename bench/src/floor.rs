@@ -1,19 +1,21 @@
 //! The floor: a do-nothing MCP server on the same rmcp stdio transport as
 //! ours. `tools/list` has one tool; `tools/call` returns `{"content": "x"*bytes}`
-//! as `structuredContent` plus its text mirror (the shape of our results),
-//! with no tool work behind it. What ours costs above it is ours to remove.
+//! as `structuredContent` plus its text mirror, cut by the host's own rule
+//! (the shape of our results), with no tool work behind it. What ours costs
+//! above it is ours to remove.
 
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServiceExt};
 use serde_json::{json, Value};
+use wasm_mcp_host::wire_limits::{text_mirror, DEFAULT_TEXT_MIRROR_BYTES};
 
 use crate::request::{floor_payload, FLOOR_TOOL};
 
@@ -74,9 +76,21 @@ impl ServerHandler for FloorServer {
         if bytes > MAX_BYTES {
             return Err(McpError::invalid_params("bytes too large", None));
         }
-        let content = floor_payload(bytes as usize);
-        Ok(CallToolResult::structured(json!({ "content": content })).into())
+        Ok(result(floor_payload(bytes as usize)).into())
     }
+}
+
+/// `{"content": payload}` as structured content, and its text mirror cut by
+/// the same rule as ours (whole up to 64 KiB, else a head and a note).
+fn result(payload: String) -> CallToolResult {
+    let text = format!("{{\"content\":\"{payload}\"}}"); // the payload needs no escaping
+    let mut r = CallToolResult::structured(Value::Null);
+    r.structured_content = Some(json!({ "content": payload }));
+    r.content = vec![ContentBlock::text(text_mirror(
+        text,
+        DEFAULT_TEXT_MIRROR_BYTES,
+    ))];
+    r
 }
 
 /// Serve the floor on stdin/stdout until the client goes away.
@@ -87,4 +101,28 @@ pub async fn serve() -> Result<()> {
         .context("floor: MCP session failed to start")?;
     running.waiting().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(r: &CallToolResult) -> &str {
+        &r.content[0].as_text().unwrap().text
+    }
+
+    #[test]
+    fn the_mirror_is_whole_when_small_and_cut_like_ours_when_large() {
+        let small = result(floor_payload(10));
+        let v: Value = serde_json::from_str(text(&small)).unwrap();
+        assert_eq!(Some(&v), small.structured_content.as_ref());
+
+        let large = result(floor_payload(DEFAULT_TEXT_MIRROR_BYTES + 1));
+        let content = large.structured_content.as_ref().unwrap()["content"]
+            .as_str()
+            .unwrap();
+        assert_eq!(content.len(), DEFAULT_TEXT_MIRROR_BYTES + 1);
+        assert!(text(&large).len() < DEFAULT_TEXT_MIRROR_BYTES + 200);
+        assert!(text(&large).contains("structuredContent"));
+    }
 }

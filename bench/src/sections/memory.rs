@@ -32,6 +32,7 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
 
     eprintln!("bench: memory: one server, idle and loaded ...");
     let conn = m.settled(&rust).await?;
+    ensure_runs(conn.pid, &b.server)?;
     let idle = Memory::of(conn.pid)?;
     let loaded = m.under_load(&conn).await?;
     conn.close().await?;
@@ -184,6 +185,19 @@ impl<'a> Memo<'a> {
         checked(conn.peer(), self.small.as_ref()).await?;
         Ok(conn)
     }
+}
+
+/// `pid` is a process of `program` (not a wrapper around it).
+fn ensure_runs(pid: u32, program: &Path) -> Result<()> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+    let want = program.canonicalize()?;
+    ensure!(
+        exe == want,
+        "pid {pid} runs {}, not {}",
+        exe.display(),
+        want.display()
+    );
+    Ok(())
 }
 
 async fn tool_count(spec: &ServerSpec) -> Result<usize> {
