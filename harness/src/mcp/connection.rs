@@ -15,7 +15,10 @@ use std::time::Duration;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient};
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, Peer, PeerRequestOptions, RoleClient,
+    RunningService,
+};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -45,16 +48,63 @@ pub enum ConnectError {
     },
     #[error("server `{server}` does not advertise the tools capability")]
     NoToolsCapability { server: String },
+    #[error("server `{server}`: bearer token env var `{var}` {problem}")]
+    Token {
+        server: String,
+        var: String,
+        problem: &'static str,
+    },
     #[error("server `{server}`: {message}")]
     Other { server: String, message: String },
 }
 
-/// The byte stream to a server, plus the child process if there is one.
-pub struct Conduit {
-    pub reader: Box<dyn AsyncRead + Send + Unpin>,
-    pub writer: Box<dyn AsyncWrite + Send + Unpin>,
-    pub child: Option<tokio::process::Child>,
+/// How the messages reach a server, chosen once at connect; everything after
+/// (handshake, discovery, calls, cancellation, timeouts) is the same for both.
+pub enum Conduit {
+    /// A byte stream of newline-delimited JSON-RPC (a child's stdio, or an
+    /// in-process stream in tests), plus the child process if there is one.
+    Stdio {
+        reader: Box<dyn AsyncRead + Send + Unpin>,
+        writer: Box<dyn AsyncWrite + Send + Unpin>,
+        child: Option<tokio::process::Child>,
+    },
+    /// MCP Streamable HTTP (`super::http_transport`).
+    Http(super::http_transport::HttpTransport),
 }
+
+impl Conduit {
+    /// An in-process byte stream (no child).
+    pub fn stream(
+        reader: impl AsyncRead + Send + Unpin + 'static,
+        writer: impl AsyncWrite + Send + Unpin + 'static,
+    ) -> Self {
+        Conduit::Stdio {
+            reader: Box::new(reader),
+            writer: Box::new(writer),
+            child: None,
+        }
+    }
+
+    /// Start `initialize` over this conduit. The child (if any) is handed
+    /// back at once, so the owner can watch, kill and reap it whatever the
+    /// handshake does.
+    fn start(self, client: HarnessClient) -> (Handshake, Option<tokio::process::Child>) {
+        match self {
+            Conduit::Stdio {
+                reader,
+                writer,
+                child,
+            } => {
+                let reader = super::frame_guard::guard(reader, super::frame_guard::MAX_FRAME_BYTES);
+                (Box::pin(client.serve((reader, writer))), child)
+            }
+            Conduit::Http(transport) => (Box::pin(client.serve(transport)), None),
+        }
+    }
+}
+
+type Handshake =
+    BoxFut<'static, Result<RunningService<RoleClient, HarnessClient>, ClientInitializeError>>;
 
 /// Opens a fresh byte stream to a server (called again on reconnect).
 pub trait Connector: Send + Sync {
@@ -102,7 +152,7 @@ impl Connector for ChildConnector {
             let mut child = cmd.spawn().map_err(spawn_err)?;
             let stdin = child.stdin.take().expect("piped stdin");
             let stdout = child.stdout.take().expect("piped stdout");
-            Ok(Conduit {
+            Ok(Conduit::Stdio {
                 reader: Box::new(stdout),
                 writer: Box::new(stdin),
                 child: Some(child),
@@ -261,19 +311,13 @@ async fn owner_task(
             return;
         }
     };
-    let Conduit {
-        reader,
-        writer,
-        mut child,
-    } = conduit;
-    let reader = super::frame_guard::guard(reader, super::frame_guard::MAX_FRAME_BYTES);
-    let mut service = match tokio::time::timeout(init_timeout, client.serve((reader, writer))).await
-    {
+    let (handshake, mut child) = conduit.start(client);
+    let mut service = match tokio::time::timeout(init_timeout, handshake).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             let _ = ready.send(Err(ConnectError::Initialize {
                 server,
-                message: e.to_string(),
+                message: initialize_error_text(&e),
             }));
             kill(child).await;
             return;
@@ -328,6 +372,18 @@ async fn owner_task(
         {
             let _ = c.kill().await;
         }
+    }
+}
+
+fn initialize_error_text(e: &ClientInitializeError) -> String {
+    match e {
+        ClientInitializeError::TransportError { error, context } => {
+            format!(
+                "{} ({context})",
+                crate::tools::faults::transport_error_text(error)
+            )
+        }
+        other => other.to_string(),
     }
 }
 
