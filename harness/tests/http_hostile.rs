@@ -44,12 +44,16 @@ enum Misbehaviour {
     EndlessSse,
     /// `200 text/event-stream`: one event whose data never ends.
     HugeSseEvent,
+    /// The handshake issues a session; then `404` (the server restarted).
+    ForgetSession,
 }
 
 struct Hostile {
     url: String,
     /// Connections the decoy (the redirect target) accepted.
     decoy_hits: Arc<AtomicUsize>,
+    /// `initialize` requests answered.
+    initializes: Arc<AtomicUsize>,
 }
 
 /// Serve MCP properly except at `method`, where `how` happens.
@@ -66,15 +70,27 @@ async fn hostile(method: &'static str, how: Misbehaviour) -> Hostile {
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let initializes = Arc::new(AtomicUsize::new(0));
+    let count = initializes.clone();
     tokio::spawn(async move {
         while let Ok((s, _)) = listener.accept().await {
-            tokio::spawn(connection(s, method, how, decoy_port));
+            tokio::spawn(connection(s, method, how, decoy_port, count.clone()));
         }
     });
-    Hostile { url, decoy_hits }
+    Hostile {
+        url,
+        decoy_hits,
+        initializes,
+    }
 }
 
-async fn connection(s: TcpStream, method: &str, how: Misbehaviour, decoy_port: u16) {
+async fn connection(
+    s: TcpStream,
+    method: &str,
+    how: Misbehaviour,
+    decoy_port: u16,
+    initializes: Arc<AtomicUsize>,
+) {
     let (r, mut w) = s.into_split();
     let mut r = BufReader::new(r);
     while let Some((verb, body)) = read_request(&mut r).await {
@@ -85,11 +101,14 @@ async fn connection(s: TcpStream, method: &str, how: Misbehaviour, decoy_port: u
             continue;
         }
         let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if msg["method"] == "initialize" {
+            initializes.fetch_add(1, Ordering::SeqCst);
+        }
         let reply = if msg["method"] == method {
             misbehave(&mut w, how, decoy_port).await;
             return;
         } else {
-            answer(&msg)
+            answer(&msg, matches!(how, Misbehaviour::ForgetSession))
         };
         if w.write_all(&reply).await.is_err() {
             return;
@@ -123,15 +142,20 @@ async fn read_request(
 }
 
 fn response(status: &str, content_type: &str, body: &str) -> Vec<u8> {
+    response_with(status, content_type, "", body)
+}
+
+fn response_with(status: &str, content_type: &str, extra: &str, body: &str) -> Vec<u8> {
     format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n{extra}content-length: {}\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
 }
 
-/// A well-behaved answer: initialize, tools/list, tools/call; 202 for the rest.
-fn answer(msg: &Value) -> Vec<u8> {
+/// A well-behaved answer: initialize (issuing a session if `session`),
+/// tools/list, tools/call; 202 for the rest.
+fn answer(msg: &Value, session: bool) -> Vec<u8> {
     let result = match msg["method"].as_str() {
         Some("initialize") => json!({
             "protocolVersion": "2025-11-25",
@@ -146,7 +170,12 @@ fn answer(msg: &Value) -> Vec<u8> {
         _ => return response("202 Accepted", "text/plain", ""),
     };
     let body = json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}).to_string();
-    response("200 OK", "application/json", &body)
+    let session = if session && msg["method"] == "initialize" {
+        "mcp-session-id: s1\r\n"
+    } else {
+        ""
+    };
+    response_with("200 OK", "application/json", session, &body)
 }
 
 /// Write `first`, then `each` again and again (for at most a minute, so a
@@ -203,6 +232,11 @@ async fn misbehave(w: &mut tokio::net::tcp::OwnedWriteHalf, how: Misbehaviour, d
         Misbehaviour::Unauthorized => {
             let r = "HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer error=\"invalid_token\"\r\ncontent-length: 0\r\n\r\n";
             let _ = w.write_all(r.as_bytes()).await;
+        }
+        Misbehaviour::ForgetSession => {
+            let _ = w
+                .write_all(&response("404 Not Found", "text/plain", ""))
+                .await;
         }
         Misbehaviour::Redirect => {
             let r = format!(
@@ -261,21 +295,16 @@ fn connector(p: &Policy) -> Arc<dyn Connector> {
     })
 }
 
-/// Handshake + discovery over HTTP, then one `read_file` call: its error text,
-/// state and how long it took.
-async fn one_call(
-    how: Misbehaviour,
-    timeout_ms: u64,
-) -> (String, Option<ErrorKind>, CallState, Duration) {
-    let h = hostile("tools/call", how).await;
-    let p = policy(&h.url, timeout_ms);
+/// Handshake + discovery over HTTP (well-behaved so far).
+async fn session(url: &str, timeout_ms: u64) -> (ToolSession, tempfile::TempDir) {
+    let p = policy(url, timeout_ms);
     let dir = tempfile::tempdir().unwrap();
     let mut connectors = HashMap::new();
     connectors.insert("h".to_string(), connector(&p));
     let base = ToolRegistry::new(Arc::new(NonInteractiveApprover {
         approve_asks: false,
     }));
-    let mut s = ToolSession::start(
+    let s = ToolSession::start(
         p,
         connectors,
         &base,
@@ -285,6 +314,17 @@ async fn one_call(
     )
     .await
     .expect("handshake and discovery are well-behaved");
+    (s, dir)
+}
+
+/// One `read_file` call at a misbehaving endpoint: its error text, state and
+/// how long it took.
+async fn one_call(
+    how: Misbehaviour,
+    timeout_ms: u64,
+) -> (String, Option<ErrorKind>, CallState, Duration) {
+    let h = hostile("tools/call", how).await;
+    let (mut s, _dir) = session(&h.url, timeout_ms).await;
     let started = Instant::now();
     let o = s
         .registry()
@@ -342,6 +382,31 @@ async fn garbage_html_401_and_redirects_are_clear_errors_for_the_call() {
         );
         assert!(took < Duration::from_secs(10), "{how:?}: took {took:?}");
     }
+}
+
+#[tokio::test]
+async fn a_forgotten_session_ends_the_connection_and_the_safe_point_reconnects() {
+    let h = hostile("tools/call", Misbehaviour::ForgetSession).await;
+    let (mut s, _dir) = session(&h.url, 30_000).await;
+    let o = s
+        .registry()
+        .invoke(&local_name("h", "read_file"), r#"{"path": "x"}"#)
+        .await;
+    assert_eq!(o.error(), Some(ErrorKind::Fault), "{}", o.model_text);
+    assert!(o.model_text.contains("404"), "{}", o.model_text);
+    let conn = s.connection("h").unwrap().clone();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while conn.is_alive() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !conn.is_alive(),
+        "a forgotten session must end the connection"
+    );
+    s.safe_point().await.expect("reconnects and rediscovers");
+    assert!(s.connection("h").unwrap().is_alive());
+    assert_eq!(h.initializes.load(Ordering::SeqCst), 2, "a fresh handshake");
+    s.shutdown().await;
 }
 
 #[tokio::test]

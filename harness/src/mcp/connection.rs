@@ -209,6 +209,9 @@ struct Inner {
     notify: Arc<Notify>,
     /// Set to a reason: every request in flight sends `notifications/cancelled`.
     cancel: watch::Sender<Option<String>>,
+    /// Signalled when the server forgot our session (HTTP): the owner ends
+    /// the connection as lost, so it is reconnected at the next safe point.
+    forgotten: Arc<Notify>,
 }
 
 /// Cloneable handle; requests go through the peer, lifecycle through the owner.
@@ -250,7 +253,9 @@ impl Connection {
         let (ready_tx, ready_rx) = oneshot::channel();
         let (close_tx, close_rx) = oneshot::channel::<()>();
         let (state_tx, state_rx) = watch::channel(ConnState::Open);
+        let forgotten = Arc::new(Notify::new());
         let srv = server.clone();
+        let owner_forgotten = forgotten.clone();
         let owner = tokio::spawn(async move {
             owner_task(
                 srv,
@@ -261,6 +266,7 @@ impl Connection {
                 ready_tx,
                 close_rx,
                 state_tx,
+                owner_forgotten,
             )
             .await
         });
@@ -287,6 +293,7 @@ impl Connection {
             list_changed,
             notify,
             cancel: watch::channel(None).0,
+            forgotten,
         })))
     }
 }
@@ -303,6 +310,7 @@ async fn owner_task(
     ready: oneshot::Sender<Ready>,
     mut close_rx: oneshot::Receiver<()>,
     state: watch::Sender<ConnState>,
+    forgotten: Arc<Notify>,
 ) {
     let conduit = match connector.open().await {
         Ok(c) => c,
@@ -353,6 +361,9 @@ async fn owner_task(
     let mut service_done = Box::pin(service.waiting());
     let (end, service_running) = tokio::select! {
         _ = &mut close_rx => (ConnState::Closed, true),
+        _ = forgotten.notified() => {
+            (ConnState::Lost("the server no longer knows this session (HTTP 404)".into()), true)
+        }
         status = wait_child(&mut child) => {
             (ConnState::Lost(format!("server process exited: {status}")), true)
         }
@@ -505,10 +516,10 @@ impl ConnectionHandle {
                 .peer
                 .send_request_with_option(req, PeerRequestOptions::with_timeout(timeout))
                 .await
-                .map_err(|e| CallFault::from_service(e, timeout))?;
+                .map_err(|e| self.fault(e, timeout))?;
             let (peer, id) = (handle.peer.clone(), handle.id.clone());
             tokio::select! {
-                r = handle.await_response() => r.map_err(|e| CallFault::from_service(e, timeout)),
+                r = handle.await_response() => r.map_err(|e| self.fault(e, timeout)),
                 reason = cancelled(&mut cancel) => {
                     send_cancelled(&peer, id, &reason).await;
                     Err(CallFault::Cancelled(reason))
@@ -521,6 +532,17 @@ impl ConnectionHandle {
             Err(_) => return Err(CallFault::Timeout(timeout)),
         };
         serde_json::to_value(result).map_err(|e| CallFault::Protocol(e.to_string()))
+    }
+
+    /// Classify a failed request; an error after which the connection is
+    /// unusable (the server forgot our HTTP session) also ends it as lost.
+    fn fault(&self, e: rmcp::service::ServiceError, timeout: Duration) -> CallFault {
+        if let rmcp::service::ServiceError::TransportSend(t) = &e {
+            if super::http_transport::session_forgotten(t) {
+                self.0.forgotten.notify_one();
+            }
+        }
+        CallFault::from_service(e, timeout)
     }
 
     /// Cancel every request in flight (and any sent later): each sends

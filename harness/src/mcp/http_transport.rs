@@ -18,7 +18,9 @@
 use std::time::Duration;
 
 use reqwest_mcp::header::{HeaderMap, HeaderValue, AUTHORIZATION};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 
 use super::connection::{Conduit, ConnectError, Connector};
@@ -64,8 +66,10 @@ impl Connector for HttpConnector {
 }
 
 /// The same size bound as a stdio frame. A server that forgets our session
-/// (restarted) is not silently re-initialized: the call fails, and the
-/// error says so.
+/// (restarted) is not silently re-initialized behind our back (no version
+/// check, no rediscovery): the call fails, the connection ends as lost and
+/// is reconnected and rediscovered at the next safe point, as a dead stdio
+/// server is (see `session_forgotten`).
 fn transport_config(url: &str) -> StreamableHttpClientTransportConfig {
     StreamableHttpClientTransportConfig::with_uri(url)
         .max_json_response_size(MAX_FRAME_BYTES)
@@ -73,6 +77,17 @@ fn transport_config(url: &str) -> StreamableHttpClientTransportConfig {
         .max_error_response_size(MAX_ERROR_BODY_BYTES)
         .control_request_timeout(CONTROL_TIMEOUT)
         .reinit_on_expired_session(false)
+}
+
+/// Whether `e` says the server no longer knows our session (HTTP 404 on a
+/// session request: it restarted, or expired the session). Every later
+/// request would fail the same way, so the connection is over.
+pub fn session_forgotten(e: &rmcp::transport::DynamicTransportError) -> bool {
+    matches!(
+        e.error
+            .downcast_ref::<StreamableHttpError<reqwest_mcp::Error>>(),
+        Some(StreamableHttpError::SessionExpired)
+    )
 }
 
 /// The token in env var `var`; errors name the variable, never the value.
