@@ -7,6 +7,7 @@
 //! more than the frame limit.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -492,4 +493,14 @@ fn url_servers_are_checked_by_the_policy() {
     assert_eq!(p.servers[0].bearer_token_env.as_deref(), Some("T"));
     let mixed = r#"{"mcpServers": {"r": {"type": "stdio", "url": "http://127.0.0.1:9/mcp"}}}"#;
     assert!(Policy::from_json(mixed).is_err());
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy/http.example.toml");
+    let p = Policy::load(&example).unwrap();
+    assert_eq!(
+        p.servers[0].url.as_deref(),
+        Some("http://127.0.0.1:8080/mcp")
+    );
+    assert_eq!(
+        p.servers[0].bearer_token_env.as_deref(),
+        Some("WASM_MCP_TOKEN")
+    );
 }
