@@ -1,8 +1,8 @@
 //! One MCP client connection, owned by a single task that opens and closes it.
 //!
-//! [`Connection::open`] spawns the owner task, which opens the byte stream via a
-//! [`Connector`] (a child process from the policy, or an in-process stream in
-//! tests), runs `initialize`, checks the negotiated protocol version against the
+//! [`Connection::open`] spawns the owner task, which opens a [`Conduit`] via a
+//! [`Connector`] (a child process from the policy, a Streamable HTTP endpoint,
+//! or an in-process stream in tests), runs `initialize`, checks the negotiated protocol version against the
 //! policy's allowlist and requires the `tools` capability. Everyone else holds a
 //! cloneable [`ConnectionHandle`] that sends requests; only the owner closes.
 
@@ -106,7 +106,7 @@ impl Conduit {
 type Handshake =
     BoxFut<'static, Result<RunningService<RoleClient, HarnessClient>, ClientInitializeError>>;
 
-/// Opens a fresh byte stream to a server (called again on reconnect).
+/// Opens a fresh conduit to a server (called again on reconnect).
 pub trait Connector: Send + Sync {
     fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>>;
 }
