@@ -66,8 +66,40 @@ fn a_result_that_grows_past_the_frame_becomes_output_too_large() {
 }
 
 #[test]
+fn a_large_result_is_sent_whole_once_and_its_text_mirror_is_cut() {
+    let (_wt, _dir, mut s, _log) = start(&[]);
+    let (bytes, r) = call_raw(&mut s, "fits_result");
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(r["structuredContent"]["s"].as_str().unwrap().len(), 1 << 20);
+    let text = text_of(&r);
+    assert!(
+        text.len() < (64 << 10) + 200,
+        "{} bytes of text",
+        text.len()
+    );
+    assert!(
+        text.ends_with("the whole result is in structuredContent]"),
+        "{}",
+        &text[text.len() - 100..]
+    );
+    assert!(
+        bytes < (1 << 20) + (80 << 10),
+        "{bytes} bytes: content sent twice"
+    );
+    assert!(s.shutdown().success());
+    // A higher cap mirrors it whole, as the same JSON.
+    let (_wt, _dir, mut s, _log) = start(&["--text-mirror-bytes", "2000000"]);
+    let (bytes, r) = call_raw(&mut s, "fits_result");
+    let mirrored: Value = serde_json::from_str(&text_of(&r)).expect("the whole JSON result");
+    assert_eq!(mirrored, r["structuredContent"]);
+    assert!(bytes > 2 << 20, "{bytes}");
+    assert!(s.shutdown().success());
+}
+
+#[test]
 fn max_response_bytes_is_configurable() {
-    let (_wt, _dir, mut s, _log) = start(&["--max-response-bytes", "1500000"]);
+    // `fits_result` is a 1 MiB string: over 1,000,000 bytes once serialized.
+    let (_wt, _dir, mut s, _log) = start(&["--max-response-bytes", "1000000"]);
     let (bytes, r) = call_raw(&mut s, "fits_result");
     assert_eq!(error_kind(&r), "output_too_large", "{r}");
     assert!(bytes < 1_500_000);

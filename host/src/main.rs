@@ -19,7 +19,7 @@ use wasm_mcp_host::sandbox::{Clocks, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
 use wasm_mcp_host::signing::{self, TrustedKey};
 use wasm_mcp_host::trust::TrustPolicy;
-use wasm_mcp_host::wire_limits::DEFAULT_MAX_RESPONSE_BYTES;
+use wasm_mcp_host::wire_limits::{DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TEXT_MIRROR_BYTES};
 use wasm_mcp_host::Limits;
 
 #[derive(Parser)]
@@ -201,6 +201,12 @@ struct ServeArgs {
     /// limit (16 MiB for rmcp).
     #[arg(long, default_value_t = DEFAULT_MAX_RESPONSE_BYTES)]
     max_response_bytes: usize,
+    /// Longest text block of a successful result (bytes). The block mirrors
+    /// the structured result in full up to this size; beyond it, the whole
+    /// result is sent once, in `structuredContent`, and the text block holds
+    /// its head and a note.
+    #[arg(long, default_value_t = DEFAULT_TEXT_MIRROR_BYTES)]
+    text_mirror_bytes: usize,
     /// Rescan the plugin dir this often (ms); 0 disables.
     #[arg(long, default_value_t = 1000)]
     watch_ms: u64,
@@ -419,8 +425,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let registry = open_registry(&args.common).await?;
     let catalog = registry.catalog();
     tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "plugins loaded");
-    let server =
-        McpServer::new(registry, args.page_size).with_max_response_bytes(args.max_response_bytes);
+    let server = McpServer::new(registry, args.page_size)
+        .with_max_response_bytes(args.max_response_bytes)
+        .with_text_mirror_bytes(args.text_mirror_bytes);
     let watcher =
         (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
     let result = match http {

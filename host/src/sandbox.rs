@@ -311,6 +311,10 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
     cfg.epoch_interruption(true);
     // Guests get a bounded native stack too.
     cfg.max_wasm_stack(1 << 20);
+    // For profiling guests with `perf`: JIT code symbols in /tmp/perf-PID.map.
+    if std::env::var_os("WASM_MCP_PERFMAP").is_some() {
+        cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     if opts.pooling {
         cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool_config(
             limits,

@@ -26,7 +26,9 @@ use crate::cancel::unless_cancelled;
 use crate::progress::Progress;
 use crate::registry::{Outcome, Registry};
 use crate::subscriptions::{Listeners, MAX_SUBSCRIPTIONS};
-use crate::wire_limits::{error_result, fit_response, DEFAULT_MAX_RESPONSE_BYTES};
+use crate::wire_limits::{
+    error_result, fit_response, text_mirror, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TEXT_MIRROR_BYTES,
+};
 
 /// The protocol revisions served: the first with structured tool output
 /// (2025-06-18) and later. Advertised by `server/discover`; `initialize`
@@ -45,6 +47,8 @@ pub struct McpServer {
     registry: Arc<Registry>,
     page_size: usize,
     max_response_bytes: usize,
+    /// Cap on a successful result's text mirror of its structured content.
+    text_mirror_bytes: usize,
     /// Every session and subscription to tell about tool-list changes
     /// (shared by all clones: one per HTTP session, one on stdio).
     listeners: Arc<Listeners>,
@@ -56,6 +60,7 @@ impl McpServer {
             registry,
             page_size: page_size.max(1),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            text_mirror_bytes: DEFAULT_TEXT_MIRROR_BYTES,
             listeners: Arc::default(),
         }
     }
@@ -63,6 +68,13 @@ impl McpServer {
     /// Cap on one serialized response (default [`DEFAULT_MAX_RESPONSE_BYTES`]).
     pub fn with_max_response_bytes(mut self, bytes: usize) -> Self {
         self.max_response_bytes = bytes;
+        self
+    }
+
+    /// Cap on a successful result's text block, which mirrors its
+    /// structured content (default [`DEFAULT_TEXT_MIRROR_BYTES`]).
+    pub fn with_text_mirror_bytes(mut self, bytes: usize) -> Self {
+        self.text_mirror_bytes = bytes;
         self
     }
 
@@ -202,7 +214,7 @@ impl ServerHandler for McpServer {
         if let Some(p) = &progress {
             p.done(outcome.summary()).await;
         }
-        let result = tool_result(&name, outcome);
+        let result = tool_result(&name, outcome, self.text_mirror_bytes);
         let mut result = fit_response(result, &context.id, &name, self.max_response_bytes);
         stamp_server_info(&mut result.meta, &context);
         Ok(result.into())
@@ -210,11 +222,11 @@ impl ServerHandler for McpServer {
 }
 
 /// The `tools/call` result for a call's outcome.
-fn tool_result(name: &str, outcome: Outcome) -> CallToolResult {
+fn tool_result(name: &str, outcome: Outcome, text_mirror_bytes: usize) -> CallToolResult {
     match outcome {
         Outcome::Ok { value, text } => {
             let mut r = CallToolResult::structured(value);
-            r.content = vec![ContentBlock::text(text)];
+            r.content = vec![ContentBlock::text(text_mirror(text, text_mirror_bytes))];
             r
         }
         failed => {

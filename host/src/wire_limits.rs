@@ -13,6 +13,15 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 15 << 20;
 /// Longest tool-error message sent, in bytes; the rest is cut with a note.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 64 << 10;
 
+/// Default cap on a successful result's text block. The block mirrors the
+/// structured result (the guest's JSON, as the spec's backwards-compatibility
+/// SHOULD asks) in full up to this size; a larger result is sent whole once,
+/// in `structuredContent`, and its text block holds the head and a note. The
+/// content is not paid for twice (serialized, written, parsed by the client)
+/// where clients read `structuredContent`, as every client of a revision we
+/// serve (2025-06-18 and later) can.
+pub const DEFAULT_TEXT_MIRROR_BYTES: usize = 64 << 10;
+
 /// JSON-RPC envelope around a result: `{"jsonrpc":"2.0","id":…,"result":…}\n`.
 const ENVELOPE_BYTES: usize = 64;
 
@@ -24,6 +33,20 @@ pub fn error_result(text: String, kind: ErrorKind) -> CallToolResult {
     meta.insert(ERROR_KIND_META.into(), Value::String(kind.as_str().into()));
     r.meta = Some(meta);
     r
+}
+
+/// The text block of a successful result whose structured content is the
+/// JSON `text`: `text` itself when it is at most `max_bytes`, else its head
+/// (char boundary) and a note saying where the whole result is.
+pub fn text_mirror(text: String, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let note = format!(
+        " … [text mirror cut at {max_bytes} of {} bytes: the whole result is in structuredContent]",
+        text.len()
+    );
+    text::truncate_marked(text, max_bytes, &note)
 }
 
 /// Cut `text` to [`MAX_ERROR_MESSAGE_BYTES`] (on a char boundary), noting how
@@ -104,6 +127,22 @@ mod tests {
         assert!(text.contains("not shown]"), "{}", &text[text.len() - 80..]);
         assert!(text.contains(&format!("of {} bytes", 100 << 20)));
         assert_eq!(cap_message("short".into()), "short");
+    }
+
+    #[test]
+    fn large_results_are_mirrored_in_text_only_in_part() {
+        let small = r#"{"a":"é"}"#.to_string();
+        assert_eq!(text_mirror(small.clone(), small.len()), small);
+        let big = format!(r#"{{"a":"{}"}}"#, "é".repeat(1000));
+        let cut = text_mirror(big.clone(), 101); // byte 101 is inside an `é`
+        assert!(cut.len() < 300 && cut.starts_with(&big[..100]) && !cut.starts_with(&big[..102]));
+        assert!(
+            cut.ends_with(&format!(
+                "[text mirror cut at 101 of {} bytes: the whole result is in structuredContent]",
+                big.len()
+            )),
+            "{cut}"
+        );
     }
 
     #[test]
