@@ -148,6 +148,82 @@ async fn a_wrong_or_missing_token_is_a_clear_connect_error() {
     }
 }
 
+/// A call the harness cancels over HTTP (`notifications/cancelled`, as on
+/// stdio) stops the guest: with one call slot, another client's call is
+/// answered at once instead of after the 20 s deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_over_http_frees_its_slot() {
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+    use wasm_mcp_harness::mcp::connection::Connection;
+    use wasm_mcp_harness::tools::faults::CallFault;
+
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("inside.txt"), "inside\n").unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let server = HttpServer::start(
+        wt.path(),
+        plugins.path(),
+        &[
+            "--auth-token-env",
+            "SERVER_SIDE_TOKEN",
+            "--max-concurrency",
+            "1",
+        ],
+        &[("SERVER_SIDE_TOKEN", TOKEN), ("WASM_MCP_LOG", "warn")],
+    );
+    std::env::set_var("HARNESS_HTTP_TOKEN_CANCEL", TOKEN);
+    let policy = Policy::from_toml(&policy_text(&server.url, "HARNESS_HTTP_TOKEN_CANCEL")).unwrap();
+    let ph = Placeholders {
+        worktree: "/unused".into(),
+        runtime_dir: "/unused".into(),
+        repo: "/unused".into(),
+    };
+    let Endpoint::Http(spec) = policy.servers[0].endpoint(&ph).unwrap() else {
+        panic!("a url server")
+    };
+    let versions = ["2025-11-25".to_string()];
+    let open = || {
+        let connector = Arc::new(HttpConnector {
+            server_id: "ws".into(),
+            spec: spec.clone(),
+        });
+        Connection::open("ws", connector, &versions, Duration::from_secs(20))
+    };
+    let call = |tool: &str, args: serde_json::Value| {
+        let params = CallToolRequestParams::new(tool.to_string())
+            .with_arguments(args.as_object().unwrap().clone());
+        ClientRequest::CallToolRequest(CallToolRequest::new(params))
+    };
+    let (spinner, other) = (open().await.unwrap(), open().await.unwrap());
+    let spin = {
+        let (c, req) = (spinner.clone(), call("spin", serde_json::json!({})));
+        tokio::spawn(async move { c.request(req, Duration::from_secs(60)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    spinner.cancel_in_flight("test");
+    let spun = tokio::time::timeout(Duration::from_secs(5), spin)
+        .await
+        .expect("the cancelled call returns at once")
+        .unwrap();
+    assert!(matches!(spun, Err(CallFault::Cancelled(_))), "{spun:?}");
+    let started = std::time::Instant::now();
+    let read = other
+        .request(
+            call("read_file", serde_json::json!({"path": "inside.txt"})),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    assert!(read.to_string().contains("inside"), "{read}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the slot was still held: {:?}",
+        started.elapsed()
+    );
+    spinner.close().await;
+    other.close().await;
+}
+
 /// `wasm-agent run-task` with `policy/http.example.toml`'s shape: the sample
 /// task runs on the server's own worktree, so the task's git worktree has
 /// nothing to commit.
