@@ -34,7 +34,8 @@ test: plugins
     node --test plugins/js-json/lint.test.js
     cargo test -p wasm-mcp-host --test load -- --ignored --nocapture
 
-# Benchmarks (release build): ours vs the Python FastMCP baseline, start-up, instantiation, concurrency.
+# Benchmarks (release build): ours vs a do-nothing floor and the Python FastMCP baseline; start-up,
+# instantiation, concurrency, result sizes, servers at once, memory. `--only sizes,memory` picks sections.
 bench *args="": plugins
     bash scripts/bench-baseline-venv.sh
     cargo run --release -p wasm-mcp-bench -- {{args}}

@@ -1,19 +1,36 @@
-//! The official SDK clients against `wasm-mcp serve` over stdio: Python
-//! SDK 1.x (2025-11-25 handshake), Python SDK 2.x in its default mode
-//! (`server/discover`, then 2026-07-28 with `subscriptions/listen`) and the
-//! TypeScript SDK. Each runs tests/clients/* : pagination, a call, an
-//! `isError` result, cancellation of a spinning tool with one call slot,
-//! and `list_changed` after a plugin is copied in mid-session.
+//! The official SDK clients against `wasm-mcp serve`, over stdio and over
+//! Streamable HTTP (`serve --http 127.0.0.1:0 --auth-token-env`, the client
+//! sending the bearer token): Python SDK 1.x (2025-11-25 handshake), Python
+//! SDK 2.x in its default mode (`server/discover`, then 2026-07-28 with
+//! `subscriptions/listen`) and the TypeScript SDK. Each runs
+//! tests/clients/* : pagination, a call, an `isError` result, cancellation
+//! of a spinning tool with one call slot, and `list_changed` after a plugin
+//! is copied in mid-session. The scenario is the same on both transports;
+//! only how the client reaches the server differs.
 //!
 //! The SDKs are installed by `scripts/test-mcp-servers.sh` (CI runs it
 //! first); a test whose SDK is absent prints why and passes.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 mod support;
+use support::http::HttpServer;
 use support::{cache_dir, plugin, plugin_dir, repo_root, server_bin};
+
+/// How the client reaches the server.
+#[derive(Clone, Copy, Debug)]
+enum Transport {
+    /// The client spawns the server (`-- COMMAND ARGS...`).
+    Stdio,
+    /// The test starts `serve --http` with a token; the client gets
+    /// `--url URL` and the token in `MCP_TEST_TOKEN`.
+    Http,
+}
+
+const TOKEN: &str = "sdk-clients-token-0123456789abcdef";
 
 /// What a client needs to run, or why it is skipped.
 fn needs(path: &Path, what: &str) -> Option<PathBuf> {
@@ -28,9 +45,21 @@ fn needs(path: &Path, what: &str) -> Option<PathBuf> {
     }
 }
 
-/// Runs `client` (program + its args before `--`) against a fresh server;
-/// asserts it printed PASS.
-fn run_client(mut client: Command) {
+/// The scenario's server flags (after `serve`, without `--worktree`/`--plugins`).
+const SCENARIO_FLAGS: &[&str] = &[
+    "--page-size",
+    "1",
+    "--max-concurrency",
+    "1",
+    "--watch-ms",
+    "100",
+    "--timeout-ms",
+    "20000",
+];
+
+/// Runs `client` (program + its args before the transport's) against a
+/// fresh server reached over `transport`; asserts it printed PASS.
+fn run_client(mut client: Command, transport: Transport) {
     let wt = tempfile::tempdir().unwrap();
     std::fs::write(wt.path().join("hello.txt"), "hello\n").unwrap();
     let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
@@ -38,32 +67,38 @@ fn run_client(mut client: Command) {
     client
         .arg(plugins.path())
         .arg(new_plugin)
-        .arg("--")
-        .arg(server_bin())
-        .args(["serve", "--worktree"])
-        .arg(wt.path())
-        .arg("--plugins")
-        .arg(plugins.path())
-        .arg("--cache-dir")
-        .arg(cache_dir())
-        .args([
-            "--page-size",
-            "1",
-            "--max-concurrency",
-            "1",
-            "--watch-ms",
-            "100",
-        ])
-        .args(["--timeout-ms", "20000"])
         .current_dir(wt.path())
         .env("WASM_MCP_LOG", "warn");
+    // Held until the client is done (killed on drop).
+    let _server = match transport {
+        Transport::Stdio => {
+            client
+                .arg("--")
+                .args(stdio_command(wt.path(), plugins.path()));
+            None
+        }
+        Transport::Http => {
+            let mut flags = vec!["--auth-token-env", "SDK_SERVER_TOKEN"];
+            flags.extend_from_slice(SCENARIO_FLAGS);
+            let server = HttpServer::start(
+                wt.path(),
+                plugins.path(),
+                &flags,
+                &[("SDK_SERVER_TOKEN", TOKEN)],
+            );
+            client
+                .args(["--url", &server.url])
+                .env("MCP_TEST_TOKEN", TOKEN);
+            Some(server)
+        }
+    };
     let out = run_with_timeout(client, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{stdout}");
+    eprintln!("{transport:?}:\n{stdout}");
     assert!(
         out.status.success() && stdout.contains("PASS"),
-        "client failed ({}):\n{stdout}\n{stderr}",
+        "client failed over {transport:?} ({}):\n{stdout}\n{stderr}",
         out.status
     );
     for check in [
@@ -75,6 +110,16 @@ fn run_client(mut client: Command) {
     ] {
         assert!(stdout.contains(check), "{check} missing:\n{stdout}");
     }
+}
+
+/// `wasm-mcp serve` on stdio with the scenario's flags.
+fn stdio_command(wt: &Path, plugins: &Path) -> Vec<OsString> {
+    let mut cmd: Vec<OsString> = vec![server_bin().into(), "serve".into()];
+    cmd.extend(["--worktree".into(), wt.as_os_str().to_owned()]);
+    cmd.extend(["--plugins".into(), plugins.as_os_str().to_owned()]);
+    cmd.extend(["--cache-dir".into(), cache_dir().into_os_string()]);
+    cmd.extend(SCENARIO_FLAGS.iter().map(OsString::from));
+    cmd
 }
 
 fn run_with_timeout(mut cmd: Command, limit: Duration) -> std::process::Output {
@@ -103,28 +148,53 @@ fn python_client(venv: &str) -> Option<Command> {
     Some(cmd)
 }
 
+fn typescript_client() -> Option<Command> {
+    let sdk = repo_root().join(".cache/mcp-node/node_modules/@modelcontextprotocol/sdk");
+    let sdk = needs(&sdk, "the TypeScript SDK")?;
+    let mut cmd = Command::new("node");
+    cmd.arg(repo_root().join("tests/clients/ts_client.mjs"))
+        .arg(sdk);
+    Some(cmd)
+}
+
 #[test]
 fn python_sdk_1x_client() {
     if let Some(cmd) = python_client(".venv") {
-        run_client(cmd);
+        run_client(cmd, Transport::Stdio);
+    }
+}
+
+#[test]
+fn python_sdk_1x_client_over_http_with_a_token() {
+    if let Some(cmd) = python_client(".venv") {
+        run_client(cmd, Transport::Http);
     }
 }
 
 #[test]
 fn python_sdk_2x_default_client_speaks_2026_07_28_and_sees_hot_reload() {
     if let Some(cmd) = python_client(".venv-mcp2") {
-        run_client(cmd);
+        run_client(cmd, Transport::Stdio);
+    }
+}
+
+#[test]
+fn python_sdk_2x_default_client_over_http_with_a_token() {
+    if let Some(cmd) = python_client(".venv-mcp2") {
+        run_client(cmd, Transport::Http);
     }
 }
 
 #[test]
 fn typescript_sdk_client() {
-    let sdk = repo_root().join(".cache/mcp-node/node_modules/@modelcontextprotocol/sdk");
-    let Some(sdk) = needs(&sdk, "the TypeScript SDK") else {
-        return;
-    };
-    let mut cmd = Command::new("node");
-    cmd.arg(repo_root().join("tests/clients/ts_client.mjs"))
-        .arg(sdk);
-    run_client(cmd);
+    if let Some(cmd) = typescript_client() {
+        run_client(cmd, Transport::Stdio);
+    }
+}
+
+#[test]
+fn typescript_sdk_client_over_http_with_a_token() {
+    if let Some(cmd) = typescript_client() {
+        run_client(cmd, Transport::Http);
+    }
 }

@@ -114,13 +114,7 @@ impl Connector for FakeServer {
         let state = self.0.clone();
         state.connections.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(serve(state, server));
-        Box::pin(async move {
-            Ok(Conduit {
-                reader: Box::new(cr),
-                writer: Box::new(cw),
-                child: None,
-            })
-        })
+        Box::pin(async move { Ok(Conduit::stream(cr, cw)) })
     }
 }
 

@@ -1,9 +1,12 @@
-"""Drives `wasm-mcp serve` over stdio with the official Python SDK, 1.x
+"""Drives `wasm-mcp serve` with the official Python SDK, 1.x
 (`ClientSession`, the 2025-11-25 handshake) or 2.x (`Client` in its default
-mode: it probes `server/discover` and speaks 2026-07-28).
+mode: it probes `server/discover` and speaks 2026-07-28), over stdio or
+Streamable HTTP.
 
-usage: python_client.py PLUGIN_DIR NEW_PLUGIN -- COMMAND ARGS...
+usage: python_client.py PLUGIN_DIR NEW_PLUGIN -- COMMAND ARGS...   (stdio)
+       python_client.py PLUGIN_DIR NEW_PLUGIN --url URL            (HTTP)
 
+Over HTTP every request carries `Authorization: Bearer $MCP_TEST_TOKEN`.
 The server must serve workspace.wasm and hostile.wasm from PLUGIN_DIR with
 `--page-size 1 --max-concurrency 1 --watch-ms 100`. Checks, in order:
 pagination, a call, an `isError` result, cancellation (a spinning tool is
@@ -12,9 +15,11 @@ copied into PLUGIN_DIR and the tool list change must be heard). Prints one
 `ok ...` line per check; exits non-zero on the first failure.
 """
 
+import os
 import shutil
 import sys
 import time
+from contextlib import asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
 
@@ -78,9 +83,47 @@ async def hot_reload(plugin_dir, new_plugin, changed, list_page):
     print(f"ok list_changed: {len(before)} -> {len(after)} tools")
 
 
-async def run_v1(plugin_dir, new_plugin, command):
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+def http_client():
+    """An httpx client sending the bearer token (the SDK's own defaults)."""
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    token = os.environ["MCP_TEST_TOKEN"]
+    return create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+
+
+@asynccontextmanager
+async def v1_streams(target):
+    """(read, write) streams to the server: a spawned child or a URL."""
+    kind, where = target
+    if kind == "url":
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with http_client() as http:
+            async with streamable_http_client(where, http_client=http) as (read, write, _):
+                yield read, write
+    else:
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        params = StdioServerParameters(command=where[0], args=where[1:])
+        async with stdio_client(params) as (read, write):
+            yield read, write
+
+
+def v2_server(target):
+    """What SDK 2.x's `Client` connects to: stdio parameters or an HTTP transport."""
+    kind, where = target
+    if kind == "url":
+        from mcp.client.streamable_http import streamable_http_client
+
+        return streamable_http_client(where, http_client=http_client())
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=where[0], args=where[1:])
+
+
+async def run_v1(plugin_dir, new_plugin, target):
+    from mcp import ClientSession
     import mcp.types as types
 
     heard = anyio.Event()
@@ -90,8 +133,7 @@ async def run_v1(plugin_dir, new_plugin, command):
         if isinstance(root, types.ToolListChangedNotification):
             heard.set()
 
-    params = StdioServerParameters(command=command[0], args=command[1:])
-    async with stdio_client(params) as (read, write):
+    async with v1_streams(target) as (read, write):
         async with ClientSession(read, write, message_handler=on_message) as session:
             init = await session.initialize()
             print(f"ok initialize: protocol {init.protocolVersion}")
@@ -113,11 +155,10 @@ async def run_v1(plugin_dir, new_plugin, command):
             await hot_reload(plugin_dir, new_plugin, heard.wait, list_page)
 
 
-async def run_v2(plugin_dir, new_plugin, command):
-    from mcp import Client, StdioServerParameters
+async def run_v2(plugin_dir, new_plugin, target):
+    from mcp import Client
 
-    params = StdioServerParameters(command=command[0], args=command[1:])
-    async with Client(params) as client:
+    async with Client(v2_server(target)) as client:
         negotiated = client.session.protocol_version
         print(f"ok connect: protocol {negotiated}")
         check(negotiated == "2026-07-28", f"default mode negotiated {negotiated}")
@@ -142,12 +183,11 @@ async def run_v2(plugin_dir, new_plugin, command):
 
 
 def main():
-    args = sys.argv[1:]
-    sep = args.index("--")
-    (plugin_dir, new_plugin), command = args[:sep], args[sep + 1 :]
+    plugin_dir, new_plugin, how, *rest = sys.argv[1:]
+    target = ("url", rest[0]) if how == "--url" else ("command", rest)
     run = run_v1 if MAJOR < 2 else run_v2
-    anyio.run(run, plugin_dir, new_plugin, command)
-    print(f"PASS python mcp {SDK}")
+    anyio.run(run, plugin_dir, new_plugin, target)
+    print(f"PASS python mcp {SDK} over {target[0]}")
 
 
 if __name__ == "__main__":

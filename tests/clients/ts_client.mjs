@@ -1,8 +1,11 @@
-// Drives `wasm-mcp serve` over stdio with the official TypeScript SDK
-// (@modelcontextprotocol/sdk, the 2025-11-25 handshake).
+// Drives `wasm-mcp serve` with the official TypeScript SDK
+// (@modelcontextprotocol/sdk, the 2025-11-25 handshake), over stdio or
+// Streamable HTTP.
 //
-// usage: node ts_client.mjs SDK_DIR PLUGIN_DIR NEW_PLUGIN -- COMMAND ARGS...
+// usage: node ts_client.mjs SDK_DIR PLUGIN_DIR NEW_PLUGIN -- COMMAND ARGS...   (stdio)
+//        node ts_client.mjs SDK_DIR PLUGIN_DIR NEW_PLUGIN --url URL            (HTTP)
 //
+// Over HTTP every request carries `Authorization: Bearer $MCP_TEST_TOKEN`.
 // Same checks as python_client.py: pagination, a call, an `isError` result,
 // cancellation (an aborted call sends notifications/cancelled; the single
 // slot must be free at once), hot reload (`notifications/tools/list_changed`
@@ -11,14 +14,22 @@ import { copyFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { pathToFileURL } from "node:url";
 
-const args = process.argv.slice(2);
-const sep = args.indexOf("--");
-const [sdkDir, pluginDir, newPlugin] = args.slice(0, sep);
-const [command, ...commandArgs] = args.slice(sep + 1);
+const [sdkDir, pluginDir, newPlugin, how, ...rest] = process.argv.slice(2);
 const sdk = (p) => import(pathToFileURL(join(sdkDir, "dist/esm", p)).href);
 const { Client } = await sdk("client/index.js");
-const { StdioClientTransport } = await sdk("client/stdio.js");
 const { ToolListChangedNotificationSchema } = await sdk("types.js");
+
+// The one place the transports differ.
+async function transportFor(how, rest) {
+  if (how === "--url") {
+    const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
+    const headers = { Authorization: `Bearer ${process.env.MCP_TEST_TOKEN}` };
+    return new StreamableHTTPClientTransport(new URL(rest[0]), { requestInit: { headers } });
+  }
+  const { StdioClientTransport } = await sdk("client/stdio.js");
+  const [command, ...commandArgs] = rest;
+  return new StdioClientTransport({ command, args: commandArgs, stderr: "inherit" });
+}
 
 function check(cond, what) {
   if (!cond) {
@@ -44,8 +55,7 @@ const client = new Client({ name: "wasm-mcp-tests-ts", version: "0" });
 let heard;
 const changed = new Promise((resolve) => (heard = resolve));
 client.setNotificationHandler(ToolListChangedNotificationSchema, () => heard());
-const transport = new StdioClientTransport({ command, args: commandArgs, stderr: "inherit" });
-await client.connect(transport);
+await client.connect(await transportFor(how, rest));
 console.log(`ok initialize: server ${client.getServerVersion()?.name}`);
 
 const before = await listAll(client);
@@ -84,4 +94,4 @@ const after = await listAll(client);
 check(after.names.length > before.names.length, `tools after reload: ${after.names}`);
 console.log(`ok list_changed: ${before.names.length} -> ${after.names.length} tools`);
 await client.close();
-console.log("PASS typescript sdk");
+console.log(`PASS typescript sdk over ${how === "--url" ? "url" : "stdio"}`);

@@ -1,8 +1,8 @@
 //! One MCP client connection, owned by a single task that opens and closes it.
 //!
-//! [`Connection::open`] spawns the owner task, which opens the byte stream via a
-//! [`Connector`] (a child process from the policy, or an in-process stream in
-//! tests), runs `initialize`, checks the negotiated protocol version against the
+//! [`Connection::open`] spawns the owner task, which opens a [`Conduit`] via a
+//! [`Connector`] (a child process from the policy, a Streamable HTTP endpoint,
+//! or an in-process stream in tests), runs `initialize`, checks the negotiated protocol version against the
 //! policy's allowlist and requires the `tools` capability. Everyone else holds a
 //! cloneable [`ConnectionHandle`] that sends requests; only the owner closes.
 
@@ -15,7 +15,10 @@ use std::time::Duration;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient};
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, Peer, PeerRequestOptions, RoleClient,
+    RunningService,
+};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -45,18 +48,65 @@ pub enum ConnectError {
     },
     #[error("server `{server}` does not advertise the tools capability")]
     NoToolsCapability { server: String },
+    #[error("server `{server}`: bearer token env var `{var}` {problem}")]
+    Token {
+        server: String,
+        var: String,
+        problem: &'static str,
+    },
     #[error("server `{server}`: {message}")]
     Other { server: String, message: String },
 }
 
-/// The byte stream to a server, plus the child process if there is one.
-pub struct Conduit {
-    pub reader: Box<dyn AsyncRead + Send + Unpin>,
-    pub writer: Box<dyn AsyncWrite + Send + Unpin>,
-    pub child: Option<tokio::process::Child>,
+/// How the messages reach a server, chosen once at connect; everything after
+/// (handshake, discovery, calls, cancellation, timeouts) is the same for both.
+pub enum Conduit {
+    /// A byte stream of newline-delimited JSON-RPC (a child's stdio, or an
+    /// in-process stream in tests), plus the child process if there is one.
+    Stdio {
+        reader: Box<dyn AsyncRead + Send + Unpin>,
+        writer: Box<dyn AsyncWrite + Send + Unpin>,
+        child: Option<tokio::process::Child>,
+    },
+    /// MCP Streamable HTTP (`super::http_transport`).
+    Http(super::http_transport::HttpTransport),
 }
 
-/// Opens a fresh byte stream to a server (called again on reconnect).
+impl Conduit {
+    /// An in-process byte stream (no child).
+    pub fn stream(
+        reader: impl AsyncRead + Send + Unpin + 'static,
+        writer: impl AsyncWrite + Send + Unpin + 'static,
+    ) -> Self {
+        Conduit::Stdio {
+            reader: Box::new(reader),
+            writer: Box::new(writer),
+            child: None,
+        }
+    }
+
+    /// Start `initialize` over this conduit. The child (if any) is handed
+    /// back at once, so the owner can watch, kill and reap it whatever the
+    /// handshake does.
+    fn start(self, client: HarnessClient) -> (Handshake, Option<tokio::process::Child>) {
+        match self {
+            Conduit::Stdio {
+                reader,
+                writer,
+                child,
+            } => {
+                let reader = super::frame_guard::guard(reader, super::frame_guard::MAX_FRAME_BYTES);
+                (Box::pin(client.serve((reader, writer))), child)
+            }
+            Conduit::Http(transport) => (Box::pin(client.serve(transport)), None),
+        }
+    }
+}
+
+type Handshake =
+    BoxFut<'static, Result<RunningService<RoleClient, HarnessClient>, ClientInitializeError>>;
+
+/// Opens a fresh conduit to a server (called again on reconnect).
 pub trait Connector: Send + Sync {
     fn open(&self) -> BoxFut<'_, Result<Conduit, ConnectError>>;
 }
@@ -102,7 +152,7 @@ impl Connector for ChildConnector {
             let mut child = cmd.spawn().map_err(spawn_err)?;
             let stdin = child.stdin.take().expect("piped stdin");
             let stdout = child.stdout.take().expect("piped stdout");
-            Ok(Conduit {
+            Ok(Conduit::Stdio {
                 reader: Box::new(stdout),
                 writer: Box::new(stdin),
                 child: Some(child),
@@ -159,6 +209,9 @@ struct Inner {
     notify: Arc<Notify>,
     /// Set to a reason: every request in flight sends `notifications/cancelled`.
     cancel: watch::Sender<Option<String>>,
+    /// Signalled when the server forgot our session (HTTP): the owner ends
+    /// the connection as lost, so it is reconnected at the next safe point.
+    forgotten: Arc<Notify>,
 }
 
 /// Cloneable handle; requests go through the peer, lifecycle through the owner.
@@ -200,7 +253,9 @@ impl Connection {
         let (ready_tx, ready_rx) = oneshot::channel();
         let (close_tx, close_rx) = oneshot::channel::<()>();
         let (state_tx, state_rx) = watch::channel(ConnState::Open);
+        let forgotten = Arc::new(Notify::new());
         let srv = server.clone();
+        let owner_forgotten = forgotten.clone();
         let owner = tokio::spawn(async move {
             owner_task(
                 srv,
@@ -211,6 +266,7 @@ impl Connection {
                 ready_tx,
                 close_rx,
                 state_tx,
+                owner_forgotten,
             )
             .await
         });
@@ -237,6 +293,7 @@ impl Connection {
             list_changed,
             notify,
             cancel: watch::channel(None).0,
+            forgotten,
         })))
     }
 }
@@ -253,6 +310,7 @@ async fn owner_task(
     ready: oneshot::Sender<Ready>,
     mut close_rx: oneshot::Receiver<()>,
     state: watch::Sender<ConnState>,
+    forgotten: Arc<Notify>,
 ) {
     let conduit = match connector.open().await {
         Ok(c) => c,
@@ -261,19 +319,13 @@ async fn owner_task(
             return;
         }
     };
-    let Conduit {
-        reader,
-        writer,
-        mut child,
-    } = conduit;
-    let reader = super::frame_guard::guard(reader, super::frame_guard::MAX_FRAME_BYTES);
-    let mut service = match tokio::time::timeout(init_timeout, client.serve((reader, writer))).await
-    {
+    let (handshake, mut child) = conduit.start(client);
+    let mut service = match tokio::time::timeout(init_timeout, handshake).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             let _ = ready.send(Err(ConnectError::Initialize {
                 server,
-                message: e.to_string(),
+                message: initialize_error_text(&e),
             }));
             kill(child).await;
             return;
@@ -309,6 +361,9 @@ async fn owner_task(
     let mut service_done = Box::pin(service.waiting());
     let (end, service_running) = tokio::select! {
         _ = &mut close_rx => (ConnState::Closed, true),
+        _ = forgotten.notified() => {
+            (ConnState::Lost("the server no longer knows this session (HTTP 404)".into()), true)
+        }
         status = wait_child(&mut child) => {
             (ConnState::Lost(format!("server process exited: {status}")), true)
         }
@@ -328,6 +383,18 @@ async fn owner_task(
         {
             let _ = c.kill().await;
         }
+    }
+}
+
+fn initialize_error_text(e: &ClientInitializeError) -> String {
+    match e {
+        ClientInitializeError::TransportError { error, context } => {
+            format!(
+                "{} ({context})",
+                crate::tools::faults::transport_error_text(error)
+            )
+        }
+        other => other.to_string(),
     }
 }
 
@@ -449,10 +516,10 @@ impl ConnectionHandle {
                 .peer
                 .send_request_with_option(req, PeerRequestOptions::with_timeout(timeout))
                 .await
-                .map_err(|e| CallFault::from_service(e, timeout))?;
+                .map_err(|e| self.fault(e, timeout))?;
             let (peer, id) = (handle.peer.clone(), handle.id.clone());
             tokio::select! {
-                r = handle.await_response() => r.map_err(|e| CallFault::from_service(e, timeout)),
+                r = handle.await_response() => r.map_err(|e| self.fault(e, timeout)),
                 reason = cancelled(&mut cancel) => {
                     send_cancelled(&peer, id, &reason).await;
                     Err(CallFault::Cancelled(reason))
@@ -465,6 +532,17 @@ impl ConnectionHandle {
             Err(_) => return Err(CallFault::Timeout(timeout)),
         };
         serde_json::to_value(result).map_err(|e| CallFault::Protocol(e.to_string()))
+    }
+
+    /// Classify a failed request; an error after which the connection is
+    /// unusable (the server forgot our HTTP session) also ends it as lost.
+    fn fault(&self, e: rmcp::service::ServiceError, timeout: Duration) -> CallFault {
+        if let rmcp::service::ServiceError::TransportSend(t) = &e {
+            if super::http_transport::session_forgotten(t) {
+                self.0.forgotten.notify_one();
+            }
+        }
+        CallFault::from_service(e, timeout)
     }
 
     /// Cancel every request in flight (and any sent later): each sends

@@ -91,7 +91,16 @@ impl ToolPolicy {
 #[serde(deny_unknown_fields)]
 pub struct ServerPolicy {
     pub id: String,
-    pub command: String,
+    /// A child process speaking MCP over stdio. Exactly one of `command` and `url`.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// A Streamable HTTP endpoint (`http://host:port/mcp`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// With `url`: the env var of the harness process holding the bearer
+    /// token, read at connect time (never from the model, never logged).
+    #[serde(default, alias = "bearerTokenEnv")]
+    pub bearer_token_env: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
     /// Defaults to `{worktree}`.
@@ -145,10 +154,28 @@ impl ServerPolicy {
         Duration::from_millis(self.request_timeout_ms)
     }
 
+    /// Where this server is, resolved for one task.
+    pub fn endpoint(&self, ph: &Placeholders) -> Result<Endpoint, PolicyError> {
+        match &self.url {
+            Some(url) => Ok(Endpoint::Http(HttpSpec {
+                url: url.clone(),
+                bearer_token_env: self.bearer_token_env.clone(),
+            })),
+            None => self.launch_spec(ph).map(Endpoint::Command),
+        }
+    }
+
     /// Resolve the launch spec for one task. Relative commands containing a `/`
     /// are taken relative to the repo root.
     pub fn launch_spec(&self, ph: &Placeholders) -> Result<LaunchSpec, PolicyError> {
-        let cmd = ph.expand(&self.command)?;
+        let command = self
+            .command
+            .as_deref()
+            .ok_or_else(|| PolicyError::Invalid {
+                server: self.id.clone(),
+                message: "has a `url`, not a `command`: nothing to launch".into(),
+            })?;
+        let cmd = ph.expand(command)?;
         let program = if cmd.contains('/') && Path::new(&cmd).is_relative() {
             ph.repo.join(&cmd)
         } else {
@@ -186,8 +213,19 @@ impl ServerPolicy {
         {
             return Err(bad("id must be non-empty [A-Za-z0-9_-]".into()));
         }
-        if self.command.trim().is_empty() {
-            return Err(bad("command is empty".into()));
+        match (&self.command, &self.url) {
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    "give exactly one of `command` and `url`, not both".into()
+                ))
+            }
+            (None, None) => {
+                return Err(bad(
+                    "needs `command` (a stdio child process) or `url` (Streamable HTTP)".into(),
+                ))
+            }
+            (Some(command), None) => self.validate_command(command).map_err(bad)?,
+            (None, Some(url)) => self.validate_url(url).map_err(bad)?,
         }
         // The server works in the task's worktree: its cwd is the worktree or
         // below it. Any command is accepted; args may use the placeholders.
@@ -232,7 +270,9 @@ impl ServerPolicy {
             runtime_dir: "/r".into(),
             repo: "/p".into(),
         };
-        probe.expand(&self.command)?;
+        if let Some(c) = &self.command {
+            probe.expand(c)?;
+        }
         for a in &self.args {
             probe.expand(a)?;
         }
@@ -244,6 +284,76 @@ impl ServerPolicy {
         }
         Ok(())
     }
+}
+
+impl ServerPolicy {
+    fn validate_command(&self, command: &str) -> Result<(), String> {
+        if command.trim().is_empty() {
+            return Err("command is empty".into());
+        }
+        if self.bearer_token_env.is_some() {
+            return Err("`bearer_token_env` applies to a `url` server, not a `command`".into());
+        }
+        Ok(())
+    }
+
+    /// The `url` form: an `http://` URL without credentials in it, and none
+    /// of the child-process fields (they would be silently ignored).
+    fn validate_url(&self, url: &str) -> Result<(), String> {
+        let ignored = [
+            ("args", !self.args.is_empty()),
+            ("env", !self.env.is_empty()),
+            ("cwd", self.cwd.is_some()),
+        ];
+        if let Some((field, _)) = ignored.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "`{field}` applies to a `command` server, not a `url` one"
+            ));
+        }
+        check_http_url(url)?;
+        if let Some(var) = &self.bearer_token_env {
+            if var.is_empty() || var.contains(['=', '\0']) {
+                return Err(format!("bearer_token_env: invalid variable name {var:?}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `url` must be `http://host[:port]/path`: no credentials (they would end
+/// up in logs and traces; use `bearer_token_env`), no fragment. There is no
+/// TLS in the client, so `https://` is refused here rather than at connect.
+fn check_http_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest_mcp::Url::parse(url).map_err(|e| format!("url `{url}`: {e}"))?;
+    if parsed.scheme() != "http" {
+        return Err(format!(
+            "url scheme `{}` unsupported (only http://; put a TLS-terminating proxy on loopback for https)",
+            parsed.scheme()
+        ));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(
+            "url must not carry credentials; name the token's env var in `bearer_token_env`".into(),
+        );
+    }
+    if parsed.host().is_none() || parsed.fragment().is_some() {
+        return Err(format!("url `{url}` needs a host and no fragment"));
+    }
+    Ok(())
+}
+
+/// Where a server is: a child process to spawn, or an HTTP endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Endpoint {
+    Command(LaunchSpec),
+    Http(HttpSpec),
+}
+
+/// A Streamable HTTP server: its URL and the env var naming its token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSpec {
+    pub url: String,
+    pub bearer_token_env: Option<String>,
 }
 
 /// A fully resolved child process spec.
@@ -321,14 +431,19 @@ fn default_rounds() -> usize {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct JsonServer {
-    command: String,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default, alias = "bearer_token_env")]
+    bearer_token_env: Option<String>,
     #[serde(default)]
     args: Vec<String>,
     #[serde(default)]
     cwd: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
-    /// Only `"stdio"` is supported.
+    /// `"stdio"` (with `command`) or `"http"` / `"streamable-http"` (with `url`).
     #[serde(default, rename = "type")]
     kind: Option<String>,
     #[serde(default, alias = "allowed_tools")]
@@ -386,16 +501,25 @@ impl Policy {
         let mut servers = Vec::new();
         for (id, s) in raw.mcp_servers {
             if let Some(kind) = &s.kind {
-                if kind != "stdio" {
+                let fits = match kind.as_str() {
+                    "stdio" => s.url.is_none(),
+                    "http" | "streamable-http" | "streamableHttp" => s.command.is_none(),
+                    _ => false,
+                };
+                if !fits {
                     return Err(PolicyError::Invalid {
                         server: id,
-                        message: format!("transport type `{kind}` unsupported (only stdio)"),
+                        message: format!(
+                            "transport type `{kind}` unsupported here (stdio with `command`, http with `url`)"
+                        ),
                     });
                 }
             }
             servers.push(ServerPolicy {
                 id,
                 command: s.command,
+                url: s.url,
+                bearer_token_env: s.bearer_token_env,
                 args: s.args,
                 cwd: s.cwd,
                 env: s.env,

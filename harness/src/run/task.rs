@@ -15,13 +15,14 @@ use serde_json::json;
 
 use crate::mcp::adapter::ArtifactStore;
 use crate::mcp::connection::{ChildConnector, Connector};
+use crate::mcp::http_transport::HttpConnector;
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::{Script, ScriptedProvider};
 use crate::provider::ChatProvider;
 use crate::run::agent::{run_loop_until, AgentError, LoopResult};
 use crate::run::interrupt::Stop;
 use crate::run::keep::{settle, Disposition, Settlement};
-use crate::run::policy::{AskDefault, Placeholders, Policy};
+use crate::run::policy::{AskDefault, Endpoint, Placeholders, Policy};
 use crate::run::session::ToolSession;
 use crate::run::trace::{Trace, TraceObserver};
 use crate::run::worktree::{sanitize_id, Worktree};
@@ -232,14 +233,24 @@ pub async fn run_task(
             None => {
                 let mut m: HashMap<String, Arc<dyn Connector>> = HashMap::new();
                 for sp in &policy.servers {
-                    let spec = sp.launch_spec(&ph)?;
-                    trace.record("server_spawn", json!({"server": sp.id, "program": spec.program,
-                        "args": spec.args, "cwd": spec.cwd, "env_keys": spec.env.keys().collect::<Vec<_>>()}));
-                    m.insert(sp.id.clone(), Arc::new(ChildConnector {
-                        server_id: sp.id.clone(),
-                        spec,
-                        stderr_log: Some(runtime_dir.join(format!("{}.stderr.log", sp.id))),
-                    }));
+                    let connector: Arc<dyn Connector> = match sp.endpoint(&ph)? {
+                        Endpoint::Command(spec) => {
+                            trace.record("server_spawn", json!({"server": sp.id, "program": spec.program,
+                                "args": spec.args, "cwd": spec.cwd, "env_keys": spec.env.keys().collect::<Vec<_>>()}));
+                            Arc::new(ChildConnector {
+                                server_id: sp.id.clone(),
+                                spec,
+                                stderr_log: Some(runtime_dir.join(format!("{}.stderr.log", sp.id))),
+                            })
+                        }
+                        Endpoint::Http(spec) => {
+                            // The env var's name only; its value never reaches the trace.
+                            trace.record("server_http", json!({"server": sp.id, "url": spec.url,
+                                "bearer_token_env": spec.bearer_token_env}));
+                            Arc::new(HttpConnector { server_id: sp.id.clone(), spec })
+                        }
+                    };
+                    m.insert(sp.id.clone(), connector);
                 }
                 m
             }

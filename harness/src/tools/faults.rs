@@ -27,6 +27,10 @@ pub enum CallFault {
     Timeout(Duration),
     #[error("server connection lost")]
     Disconnected,
+    /// The transport failed this request (an HTTP error, a body over the
+    /// size limit, a redirect): it may have reached the server.
+    #[error("transport error: {0}")]
+    Transport(String),
     /// The connection was already down: the request was never sent.
     #[error(
         "server connection is down; the request was not sent (it is reconnected between rounds)"
@@ -44,7 +48,9 @@ pub enum CallFault {
 impl CallFault {
     pub fn state(&self) -> CallState {
         match self {
-            CallFault::Timeout(_) | CallFault::Disconnected => CallState::Unknown,
+            CallFault::Timeout(_) | CallFault::Disconnected | CallFault::Transport(_) => {
+                CallState::Unknown
+            }
             CallFault::NotConnected => CallState::NotSent,
             // The server answered but the frame was lost on the way
             // (oversized or unparseable): the call may have taken effect.
@@ -62,9 +68,8 @@ impl CallFault {
     pub fn from_service(e: ServiceError, timeout: Duration) -> Self {
         match e {
             ServiceError::Timeout { .. } => CallFault::Timeout(timeout),
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                CallFault::Disconnected
-            }
+            ServiceError::TransportClosed => CallFault::Disconnected,
+            ServiceError::TransportSend(e) => CallFault::Transport(transport_error_text(&e)),
             ServiceError::McpError(e) => CallFault::Rpc {
                 code: e.code.0,
                 message: e.message.to_string(),
@@ -72,6 +77,22 @@ impl CallFault {
             other => CallFault::Protocol(other.to_string()),
         }
     }
+}
+
+/// What a transport error says, without rmcp's wrapper (which names the
+/// transport's Rust type): the error and each cause it does not already
+/// quote, e.g. `Auth required: authorization required: Bearer error=...`.
+pub fn transport_error_text(e: &rmcp::transport::DynamicTransportError) -> String {
+    let mut text = e.error.to_string();
+    let mut cause = e.error.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// Whether a failed call may be re-sent automatically. Only the *policy* can

@@ -1,0 +1,146 @@
+//! In process, per call (fresh store + instance each time): instantiation
+//! alone and a whole `read_file`, with the on-demand and the pooling
+//! instance allocator.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{anyhow, ensure, Result};
+use wasm_mcp_host::cache::ComponentCache;
+use wasm_mcp_host::plugin::Plugin;
+use wasm_mcp_host::sandbox::{EngineOptions, FsAccess, Sandbox};
+use wasm_mcp_host::Limits;
+
+use crate::fixture::FileCase;
+use crate::request::check_structured;
+use crate::setup::Bench;
+use crate::stats::{ratio, us, Stats};
+use crate::targets::Results;
+
+struct InProcess {
+    instantiate: Stats,
+    call: Stats,
+}
+
+pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
+    eprintln!("bench: in-process instantiation ...");
+    let iters = b.counts.inst_iters;
+    let cache = b.tmp.path().join("cache-inproc");
+    let measure = |pooling| {
+        in_process(
+            &b.plugin_path,
+            &b.worktree,
+            &cache,
+            pooling,
+            &b.small,
+            iters,
+        )
+    };
+    let on_demand = measure(false).await?;
+    let pooled = measure(true).await?;
+    println!("== in-process, per call (fresh store + instance each time), {iters} iterations ==");
+    println!(
+        "{:<44} {:>10} {:>10} {:>12}",
+        "measurement", "p50 µs", "p99 µs", "per second"
+    );
+    for (name, s) in [
+        (
+            "instantiate_only, on-demand allocator",
+            &on_demand.instantiate,
+        ),
+        ("instantiate_only, pooling allocator", &pooled.instantiate),
+        ("call read_file small, on-demand allocator", &on_demand.call),
+        ("call read_file small, pooling allocator", &pooled.call),
+    ] {
+        println!(
+            "{:<44} {:>10.1} {:>10.1} {:>12.0}",
+            name,
+            us(s.p50),
+            us(s.p99),
+            s.rate
+        );
+    }
+    println!(
+        "ratio pooling/on-demand: instantiate p50 {}, call p50 {}",
+        ratio(us(pooled.instantiate.p50), us(on_demand.instantiate.p50)),
+        ratio(us(pooled.call.p50), us(on_demand.call.p50))
+    );
+    println!();
+    results.inst_pooling_us = Some(us(pooled.instantiate.p50));
+    results.inst_on_demand_us = Some(us(on_demand.instantiate.p50));
+    results.call_pooling_us = Some(us(pooled.call.p50));
+    Ok(())
+}
+
+async fn in_process(
+    plugin_path: &Path,
+    worktree: &Path,
+    cache_dir: &Path,
+    pooling: bool,
+    case: &FileCase,
+    iters: usize,
+) -> Result<InProcess> {
+    let sandbox = Sandbox::new(
+        Some(worktree),
+        FsAccess::ReadWrite,
+        Limits::default(),
+        &EngineOptions {
+            pooling,
+            ..EngineOptions::default()
+        },
+    )?;
+    let cache = ComponentCache::new(Some(cache_dir.to_owned()));
+    let plugin = Plugin::load(&sandbox, &cache, plugin_path).await?;
+    ensure!(
+        plugin.tools.iter().any(|t| t.name == "read_file"),
+        "{} has no read_file tool",
+        plugin_path.display()
+    );
+    let args = serde_json::to_string(&serde_json::json!({ "path": case.rel }))?;
+    let warm = (iters / 10).clamp(10, 200);
+
+    for _ in 0..warm {
+        plugin
+            .instantiate_only(&sandbox)
+            .await
+            .map_err(|e| anyhow!("instantiate: {e}"))?;
+    }
+    let mut samples = Vec::with_capacity(iters);
+    let wall = Instant::now();
+    for _ in 0..iters {
+        let t = Instant::now();
+        plugin
+            .instantiate_only(&sandbox)
+            .await
+            .map_err(|e| anyhow!("instantiate: {e}"))?;
+        samples.push(t.elapsed());
+    }
+    let instantiate = Stats::new(samples, wall.elapsed());
+
+    let check = |out: &str| -> Result<()> { check_structured(case, &serde_json::from_str(out)?) };
+    for _ in 0..warm {
+        check(
+            &plugin
+                .call(&sandbox, "read_file", &args)
+                .await
+                .map_err(|e| anyhow!("call: {e}"))?,
+        )?;
+    }
+    let mut samples = Vec::with_capacity(iters);
+    let mut outs = Vec::with_capacity(iters);
+    let wall = Instant::now();
+    for _ in 0..iters {
+        let t = Instant::now();
+        let out = plugin
+            .call(&sandbox, "read_file", &args)
+            .await
+            .map_err(|e| anyhow!("call: {e}"))?;
+        samples.push(t.elapsed());
+        outs.push(out);
+    }
+    let call = Stats::new(samples, wall.elapsed());
+    for out in &outs {
+        check(out)?;
+    }
+    Ok(InProcess { instantiate, call })
+}
