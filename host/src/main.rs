@@ -104,7 +104,8 @@ enum Cmd {
     },
     /// Turn a wasm32-wasip1 core module into a tool component (WASI
     /// preview1 adapter) or validate one: IN OUT [--adapter reactor|command]
-    /// [--list-imports].
+    /// [--export NAME] [--list-imports] (`--export`: the export required
+    /// instead of the tool interface, e.g. `func read-file`).
     Componentize {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
