@@ -1,7 +1,10 @@
 //! Progress of a `tools/call`, for clients that put a `progressToken` in
 //! the request's `_meta`: what the server actually knows, in order
-//! (queued for a slot, running, done), as `notifications/progress` on the
-//! request's own stream.
+//! (queued for a slot — only when the call had to wait for one —, running,
+//! done), as `notifications/progress` on the request's own stream. Each
+//! notification is a message the client must read: a call admitted at
+//! once is not reported as queued (the bench measured ~0.1 ms per small
+//! call for the three notifications).
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;

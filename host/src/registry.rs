@@ -335,8 +335,14 @@ impl Registry {
             return Some(Outcome::InvalidArguments(e.to_string()));
         }
         let started = Instant::now();
-        stage(CallStage::Queued);
-        let (result, stats) = match self.admit(plugin, admit_by).await {
+        let admitted = match self.try_admit(plugin) {
+            Some(permits) => Ok(permits),
+            None => {
+                stage(CallStage::Queued);
+                self.admit(plugin, admit_by).await
+            }
+        };
+        let (result, stats) = match admitted {
             Ok(_permits) => {
                 stage(CallStage::Running);
                 plugin
@@ -367,6 +373,16 @@ impl Registry {
         audit.finish(kind, outcome.error_message(), stats);
         tracing::debug!(tool = name, elapsed_us, "call done");
         Some(outcome)
+    }
+
+    /// Both slots of [`Registry::admit`] when they are free now.
+    fn try_admit<'a>(
+        &'a self,
+        plugin: &'a Plugin,
+    ) -> Option<(SemaphorePermit<'a>, SemaphorePermit<'a>)> {
+        let share = plugin.share().try_acquire().ok()?;
+        let server = self.permits.try_acquire().ok()?;
+        Some((share, server))
     }
 
     /// Takes a slot of the plugin's share, then a server slot, both before
