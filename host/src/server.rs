@@ -14,7 +14,7 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    ProtocolVersion, RequestId, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -27,7 +27,8 @@ use crate::progress::Progress;
 use crate::registry::{Outcome, Registry};
 use crate::subscriptions::{Listeners, MAX_SUBSCRIPTIONS};
 use crate::wire_limits::{
-    error_result, fit_response, text_mirror, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TEXT_MIRROR_BYTES,
+    count_numbers, error_result, fit_response, structured_bound, text_mirror, SizeHint,
+    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TEXT_MIRROR_BYTES,
 };
 
 /// The protocol revisions served: the first with structured tool output
@@ -214,24 +215,36 @@ impl ServerHandler for McpServer {
         if let Some(p) = &progress {
             p.done(outcome.summary()).await;
         }
-        let result = tool_result(&name, outcome, self.text_mirror_bytes);
-        let mut result = fit_response(result, &context.id, &name, self.max_response_bytes);
+        let (result, hint) = tool_result(&name, outcome, self.text_mirror_bytes, &context.id);
+        let mut result = fit_response(result, hint, &context.id, &name, self.max_response_bytes);
         stamp_server_info(&mut result.meta, &context);
         Ok(result.into())
     }
 }
 
 /// The `tools/call` result for a call's outcome.
-fn tool_result(name: &str, outcome: Outcome, text_mirror_bytes: usize) -> CallToolResult {
+/// (and what is known of its size).
+fn tool_result(
+    name: &str,
+    outcome: Outcome,
+    text_mirror_bytes: usize,
+    id: &RequestId,
+) -> (CallToolResult, SizeHint) {
     match outcome {
         Outcome::Ok { value, text } => {
+            let source_len = text.len();
+            let mirror = text_mirror(text, text_mirror_bytes);
+            let bound = structured_bound(source_len, count_numbers(&value), mirror.len(), id);
             let mut r = CallToolResult::structured(value);
-            r.content = vec![ContentBlock::text(text_mirror(text, text_mirror_bytes))];
-            r
+            r.content = vec![ContentBlock::text(mirror)];
+            (r, SizeHint::AtMost(bound))
         }
         failed => {
             let kind = failed.kind().unwrap_or(ErrorKind::HostError);
-            error_result(error_text(name, &failed), kind)
+            (
+                error_result(error_text(name, &failed), kind),
+                SizeHint::Unknown,
+            )
         }
     }
 }

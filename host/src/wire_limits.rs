@@ -76,14 +76,67 @@ pub fn response_bytes(result: &CallToolResult, id: &RequestId) -> usize {
     }
 }
 
+/// What is known of a result's size before serializing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeHint {
+    /// Nothing: measure the serialized result.
+    Unknown,
+    /// At most this many bytes in the response (see [`structured_bound`]).
+    AtMost(usize),
+}
+
+/// An upper bound on the response bytes of a successful result whose
+/// structured content was parsed from `source_len` bytes of JSON holding
+/// `numbers` numbers, and whose text block has `mirror_len` bytes of that
+/// JSON (plus, when cut, an ASCII note), without serializing anything:
+/// * serde_json re-serializes strings and structure at most as long as
+///   they were (escapes only shrink, `\u00e9` → `é`; whitespace goes);
+/// * a number grows at most to 24 bytes (`1e15` → `1000000000000000.0`);
+/// * in the text block, only `"`, `\` and whitespace of a JSON text need
+///   escaping (raw control characters are not valid JSON), two bytes each.
+///
+/// The rest (content block, `isError`, `_meta`, envelope, id) is allowed for
+/// generously.
+pub fn structured_bound(
+    source_len: usize,
+    numbers: usize,
+    mirror_len: usize,
+    id: &RequestId,
+) -> usize {
+    let id_bytes = serde_json::to_string(id).map_or(usize::MAX / 4, |s| s.len());
+    source_len
+        .saturating_add(numbers.saturating_mul(23))
+        .saturating_add(mirror_len.saturating_mul(2))
+        .saturating_add(id_bytes)
+        .saturating_add(1024)
+}
+
+/// Numbers in `v` (each may re-serialize longer than it was written).
+pub fn count_numbers(v: &Value) -> usize {
+    match v {
+        Value::Number(_) => 1,
+        Value::Array(items) => items.iter().map(count_numbers).sum(),
+        Value::Object(map) => map.values().map(count_numbers).sum(),
+        _ => 0,
+    }
+}
+
 /// `result` if its response fits `max_bytes`, else an `output_too_large`
-/// error saying how large it would have been.
+/// error saying how large it would have been. A bound under the limit
+/// spares the measuring pass (a whole extra serialization of a large
+/// result).
 pub fn fit_response(
     result: CallToolResult,
+    hint: SizeHint,
     id: &RequestId,
     tool: &str,
     max_bytes: usize,
 ) -> CallToolResult {
+    if let SizeHint::AtMost(bound) = hint {
+        if bound <= max_bytes {
+            return result;
+        }
+    }
     let bytes = response_bytes(&result, id);
     if bytes <= max_bytes {
         return result;
@@ -145,6 +198,53 @@ mod tests {
         );
     }
 
+    /// The bound holds for JSON that re-serializes longer (numbers), shorter
+    /// (escapes, whitespace) or the same, with the mirror whole or cut.
+    #[test]
+    fn the_structured_bound_is_never_under_the_real_size() {
+        let texts = [
+            r#"{"a":"plain"}"#.to_string(),
+            format!(r#"{{"n":[{}1]}}"#, "1e15,".repeat(5000)),
+            format!(r#"{{"n":[{}1]}}"#, "-1.5e-300,".repeat(2000)),
+            format!(r#"{{"n":[{}1]}}"#, "18446744073709551616,".repeat(1000)),
+            format!(r#"{{"s":"{}"}}"#, r#"\\\"\n\t\u0001"#.repeat(4000)),
+            format!(r#"{{"s":"{}"}}"#, r#"\u00e9\ud83d\ude00é/"#.repeat(4000)),
+            format!(
+                "{{\n  \"deep\": {}1{} }}",
+                "[ ".repeat(100),
+                " ]".repeat(100)
+            ),
+            format!(r#"{{"k{}":null,"t":true,"f":false}}"#, r#"\""#.repeat(100)),
+        ];
+        for ids in [
+            RequestId::Number(7),
+            RequestId::String("x\"y".repeat(50).into()),
+        ] {
+            for text in &texts {
+                let value: Value = serde_json::from_str(text).unwrap();
+                let numbers = count_numbers(&value);
+                for cap in [usize::MAX, 100] {
+                    let mirror = text_mirror(text.clone(), cap);
+                    let bound = structured_bound(text.len(), numbers, mirror.len(), &ids);
+                    let mut r = CallToolResult::structured(value.clone());
+                    r.content = vec![ContentBlock::text(mirror)];
+                    let mut meta = rmcp::model::MetaObject::new();
+                    meta.insert(
+                        "io.modelcontextprotocol/serverInfo".into(),
+                        json!({"name": "wasm-mcp", "version": "0.1.0"}),
+                    );
+                    r.meta = Some(meta);
+                    let actual =
+                        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": ids, "result": r}))
+                            .unwrap()
+                            .len();
+                    assert!(bound >= actual, "bound {bound} < {actual} for {:.80}", text);
+                    assert!(bound >= response_bytes(&r, &ids), "{:.80}", text);
+                }
+            }
+        }
+    }
+
     #[test]
     fn size_is_measured_after_reserialization() {
         // 1 MiB of `1e9,` re-serializes as `1000000000.0,`: over 3 MiB.
@@ -161,13 +261,16 @@ mod tests {
             bytes >= actual && bytes > 4 * text.len(),
             "{bytes} vs {actual}"
         );
-        let fitted = fit_response(r.clone(), &id, "t", 2 << 20);
+        let fitted = fit_response(r.clone(), SizeHint::Unknown, &id, "t", 2 << 20);
         assert_eq!(fitted.is_error, Some(true));
         assert_eq!(
             fitted.meta.as_ref().unwrap().get(ERROR_KIND_META),
             Some(&json!("output_too_large"))
         );
         assert!(response_bytes(&fitted, &id) < 1024);
-        assert_eq!(fit_response(r, &id, "t", bytes).is_error, Some(false));
+        assert_eq!(
+            fit_response(r, SizeHint::Unknown, &id, "t", bytes).is_error,
+            Some(false)
+        );
     }
 }
