@@ -121,19 +121,30 @@ pub struct Preview {
 
 /// `data` is what was read (at most the cap); `capped` says the file had
 /// more. Lines keep their terminators, so `content` is an exact slice.
-pub fn preview(data: &[u8], offset: u64, line_limit: u64, capped: bool) -> Preview {
-    let text = String::from_utf8_lossy(data);
-    let mut total = 0u64;
-    let mut returned = 0u64;
-    let mut content = String::new();
+/// Valid UTF-8 is checked once (the fast ASCII path) and the window is cut
+/// out by byte range: a whole file becomes `content` without a copy (a
+/// profile of a 1.9 MB read showed the lossy per-char check and a copy
+/// line by line as a third of the guest's time).
+pub fn preview(data: Vec<u8>, offset: u64, line_limit: u64, capped: bool) -> Preview {
+    let text = String::from_utf8(data)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    let (mut total, mut returned, mut pos) = (0u64, 0u64, 0usize);
+    let mut window: Option<(usize, usize)> = None;
     for line in text.split_inclusive('\n') {
         if total >= offset && returned < line_limit {
-            content.push_str(line);
+            let start = window.map_or(pos, |(start, _)| start);
+            window = Some((start, pos + line.len()));
             returned += 1;
         }
+        pos += line.len();
         total += 1;
     }
     let truncated = capped || offset.saturating_add(returned) < total;
+    let content = match window {
+        Some((0, end)) if end == text.len() => text,
+        Some((start, end)) => text[start..end].to_owned(),
+        None => String::new(),
+    };
     Preview {
         content,
         lines_returned: returned,
@@ -160,14 +171,15 @@ fn read_file(root: &Path, a: ReadArgs) -> Result<ReadOut, ToolErr> {
         .map_err(|e| ToolErr::io(&rel, &e))?;
     let capped = data.len() as u64 > MAX_FILE_BYTES;
     data.truncate(MAX_FILE_BYTES as usize);
-    let p = preview(&data, a.offset, limit, capped);
+    let read_len = data.len() as u64;
+    let p = preview(data, a.offset, limit, capped);
     Ok(ReadOut {
         path: rel,
         content: p.content,
         start_line: a.offset,
         lines_returned: p.lines_returned,
         total_lines: p.total_lines,
-        size_bytes: meta.len().max(data.len() as u64),
+        size_bytes: meta.len().max(read_len),
         truncated: p.truncated,
     })
 }

@@ -35,7 +35,7 @@ impl Drop for TempRoot {
 
 #[test]
 fn preview_windows() {
-    let p = preview(b"a\nb\nc\n", 0, 1000, false);
+    let p = preview(b"a\nb\nc\n".to_vec(), 0, 1000, false);
     assert_eq!(
         p,
         Preview {
@@ -45,7 +45,7 @@ fn preview_windows() {
             truncated: false
         }
     );
-    let p = preview(b"a\nb\nc", 1, 1, false);
+    let p = preview(b"a\nb\nc".to_vec(), 1, 1, false);
     assert_eq!(
         p,
         Preview {
@@ -55,22 +55,22 @@ fn preview_windows() {
             truncated: true
         }
     );
-    let p = preview(b"a\nb\nc", 2, 5, false);
+    let p = preview(b"a\nb\nc".to_vec(), 2, 5, false);
     assert_eq!((p.content.as_str(), p.truncated), ("c", false));
-    let p = preview(b"a\nb\n", 7, 5, false);
+    let p = preview(b"a\nb\n".to_vec(), 7, 5, false);
     assert_eq!(
         (p.lines_returned, p.total_lines, p.truncated),
         (0, 2, false)
     );
-    let p = preview(b"", 0, 5, false);
+    let p = preview(b"".to_vec(), 0, 5, false);
     assert_eq!(
         (p.lines_returned, p.total_lines, p.truncated),
         (0, 0, false)
     );
     // The byte cap alone marks the preview truncated.
-    assert!(preview(b"a\n", 0, 5, true).truncated);
+    assert!(preview(b"a\n".to_vec(), 0, 5, true).truncated);
     // Lossy UTF-8.
-    assert_eq!(preview(b"\xff\n", 0, 5, false).content, "\u{fffd}\n");
+    assert_eq!(preview(b"\xff\n".to_vec(), 0, 5, false).content, "\u{fffd}\n");
 }
 
 #[test]
