@@ -72,13 +72,25 @@ impl ComponentCache {
             .precompile_component(bytes)
             .map_err(anyhow::Error::from)
             .context("compiling component")?;
-        // SAFETY: `compiled` was produced by this engine just now.
-        let component = unsafe { Component::deserialize(engine, &compiled) }?;
+        // Mapped from the cache file when it could be written: its code pages
+        // are then shared with every other server using the same cache
+        // (not a private copy per process).
         if let Some(path) = entry {
-            if let Err(e) = write_atomic(&path, &compiled) {
-                tracing::warn!(path = %path.display(), "could not write cache entry: {e:#}");
+            match write_atomic(&path, &compiled) {
+                // SAFETY: written from this engine's output just now (as above).
+                Ok(()) => match unsafe { Component::deserialize_file(engine, &path) } {
+                    Ok(c) => return Ok((c, CacheOutcome::Compiled)),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), "cache entry unreadable: {e:#}")
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "could not write cache entry: {e:#}")
+                }
             }
         }
+        // SAFETY: `compiled` was produced by this engine just now.
+        let component = unsafe { Component::deserialize(engine, &compiled) }?;
         Ok((component, CacheOutcome::Compiled))
     }
 }
