@@ -37,8 +37,22 @@ use sections::{concurrency, in_process, memory, scaling, sequential, sizes, star
 use setup::Bench;
 use targets::Results;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+/// The same allocator as the server (the client's share of every call is
+/// the same for every server measured).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> std::process::ExitCode {
+    // The in-process section runs wasmtime here: the same setting as the server.
+    wasm_mcp_host::quiet_library_backtraces();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("starting the tokio runtime")
+        .block_on(run_main())
+}
+
+async fn run_main() -> std::process::ExitCode {
     let args = Args::parse();
     let outcome = if args.serve_floor {
         floor::serve().await

@@ -34,3 +34,15 @@ pub mod trust;
 pub mod wire_limits;
 
 pub use limits::Limits;
+
+/// `RUST_LIB_BACKTRACE=0` unless the operator set it. With `RUST_BACKTRACE=1`
+/// (common in development and CI) every error value captures a backtrace,
+/// and wasmtime makes one internally each time a store is dropped: an
+/// unwind of the stack per tool call (~0.1 ms, the largest single cost the
+/// profile of a small call showed). Panics still print their backtraces.
+pub fn quiet_library_backtraces() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // Called first thing in `main`, before any other thread exists.
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
+}
