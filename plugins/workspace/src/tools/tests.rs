@@ -70,7 +70,10 @@ fn preview_windows() {
     // The byte cap alone marks the preview truncated.
     assert!(preview(b"a\n".to_vec(), 0, 5, true).truncated);
     // Lossy UTF-8.
-    assert_eq!(preview(b"\xff\n".to_vec(), 0, 5, false).content, "\u{fffd}\n");
+    assert_eq!(
+        preview(b"\xff\n".to_vec(), 0, 5, false).content,
+        "\u{fffd}\n"
+    );
 }
 
 #[test]
