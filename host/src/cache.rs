@@ -55,18 +55,12 @@ impl ComponentCache {
         digest: &str,
     ) -> Result<(Component, CacheOutcome)> {
         let entry = self.entry(engine, digest);
-        if let Some(path) = entry.as_ref().filter(|p| p.is_file()) {
-            // SAFETY: the cache directory is written only by this program
-            // (atomic rename of `Engine::precompile_component` output), and
-            // the file name binds both the source hash and the engine's
-            // compatibility hash. A corrupt entry fails to deserialize and we
-            // fall back to compiling.
-            match unsafe { Component::deserialize_file(engine, path) } {
-                Ok(c) => return Ok((c, CacheOutcome::Hit)),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), "ignoring unusable cache entry: {e:#}")
-                }
-            }
+        if let Some(c) = entry
+            .as_ref()
+            .filter(|p| p.is_file())
+            .and_then(|p| map(engine, p))
+        {
+            return Ok((c, CacheOutcome::Hit));
         }
         let compiled = engine
             .precompile_component(bytes)
@@ -77,13 +71,11 @@ impl ComponentCache {
         // (not a private copy per process).
         if let Some(path) = entry {
             match write_atomic(&path, &compiled) {
-                // SAFETY: written from this engine's output just now (as above).
-                Ok(()) => match unsafe { Component::deserialize_file(engine, &path) } {
-                    Ok(c) => return Ok((c, CacheOutcome::Compiled)),
-                    Err(e) => {
-                        tracing::warn!(path = %path.display(), "cache entry unreadable: {e:#}")
+                Ok(()) => {
+                    if let Some(c) = map(engine, &path) {
+                        return Ok((c, CacheOutcome::Compiled));
                     }
-                },
+                }
                 Err(e) => {
                     tracing::warn!(path = %path.display(), "could not write cache entry: {e:#}")
                 }
@@ -92,6 +84,21 @@ impl ComponentCache {
         // SAFETY: `compiled` was produced by this engine just now.
         let component = unsafe { Component::deserialize(engine, &compiled) }?;
         Ok((component, CacheOutcome::Compiled))
+    }
+}
+
+/// The cache entry at `path`, mapped; `None` (logged) when it is unusable.
+fn map(engine: &Engine, path: &Path) -> Option<Component> {
+    // SAFETY: the cache directory is written only by this program (atomic
+    // rename of `Engine::precompile_component` output), and the file name
+    // binds both the source hash and the engine's compatibility hash. A
+    // corrupt entry fails to deserialize and the caller compiles instead.
+    match unsafe { Component::deserialize_file(engine, path) } {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), "ignoring unusable cache entry: {e:#}");
+            None
+        }
     }
 }
 
