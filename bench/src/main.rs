@@ -43,13 +43,8 @@ use targets::Results;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    // The in-process section runs wasmtime here: the same setting as the server.
-    wasm_mcp_host::quiet_library_backtraces();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("starting the tokio runtime")
-        .block_on(run_main())
+    // The in-process section runs wasmtime here: started like the server.
+    wasm_mcp_host::block_on(run_main())
 }
 
 async fn run_main() -> std::process::ExitCode {

@@ -35,14 +35,26 @@ pub mod wire_limits;
 
 pub use limits::Limits;
 
+/// Runs `main` on a multi-threaded tokio runtime started after
+/// [`quiet_library_backtraces`] (which must run before any other thread).
+/// The entry point of `wasm-mcp` and of the bench's in-process runs.
+pub fn block_on<F: std::future::Future>(main: F) -> F::Output {
+    quiet_library_backtraces();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("starting the tokio runtime")
+        .block_on(main)
+}
+
 /// `RUST_LIB_BACKTRACE=0` unless the operator set it. With `RUST_BACKTRACE=1`
 /// (common in development and CI) every error value captures a backtrace,
 /// and wasmtime makes one internally each time a store is dropped: an
 /// unwind of the stack per tool call (~0.1 ms, the largest single cost the
 /// profile of a small call showed). Panics still print their backtraces.
-pub fn quiet_library_backtraces() {
+fn quiet_library_backtraces() {
     if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
-        // Called first thing in `main`, before any other thread exists.
+        // Called by `block_on` before the runtime's threads exist.
         std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
 }

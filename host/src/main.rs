@@ -460,12 +460,7 @@ async fn serve_stdio(server: McpServer) -> Result<()> {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    wasm_mcp_host::quiet_library_backtraces();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("starting the tokio runtime");
-    runtime.block_on(run())
+    wasm_mcp_host::block_on(run())
 }
 
 async fn run() -> std::process::ExitCode {
