@@ -12,15 +12,20 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use wasm_mcp_protocol::text::head_chars;
+use wasm_mcp_protocol::CALL_ID_META;
+
 use crate::grants::{Filesystem, Grant};
 use crate::plugin::{CallStats, Plugin};
 
-/// The `_meta` key a client puts its own id for a call under (the
-/// harness's trace call id), recorded as `call_id`.
-pub const CALL_ID_META: &str = "wasm-mcp/callId";
+/// Longest call id recorded (chars; the client's `_meta[CALL_ID_META]`).
+const MAX_CALL_ID_CHARS: usize = 200;
+/// Longest error message recorded (chars).
+const MAX_ERROR_CHARS: usize = 300;
 
 /// The client's call id, from the request's `_meta` (as parsed into the
-/// params or into the request context), as a string of at most 200 chars.
+/// params or into the request context), as a string of at most
+/// [`MAX_CALL_ID_CHARS`] chars.
 pub fn call_id(
     params: Option<&rmcp::model::RequestMetaObject>,
     context: &rmcp::model::RequestMetaObject,
@@ -32,7 +37,7 @@ pub fn call_id(
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    Some(id.chars().take(200).collect())
+    Some(head_chars(&id, MAX_CALL_ID_CHARS).to_string())
 }
 
 /// Where audit lines go.
@@ -152,7 +157,7 @@ impl PendingAudit<'_> {
     pub fn finish(mut self, outcome: &str, error: Option<String>, stats: CallStats) {
         if let Some(r) = &mut self.record {
             r.outcome = outcome.to_string();
-            r.error = error.map(|m| m.chars().take(300).collect());
+            r.error = error.map(|m| head_chars(&m, MAX_ERROR_CHARS).to_string());
             r.bytes_written = stats.bytes_written;
             r.files_created = stats.files_created;
             r.peak_memory_bytes = stats.peak_memory_bytes;

@@ -10,7 +10,7 @@ use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};
 use wasm_mcp_protocol::{
     cap_description, check_schema_text, parse_object_schema, valid_tool_name, CheckedSchema,
-    SchemaError, SchemaLimits,
+    SchemaError, SchemaLimits, TOOL_NAME_RULE,
 };
 
 use crate::grants::Filesystem;
@@ -75,7 +75,7 @@ fn check_title(title: Option<&str>) -> Result<()> {
 
 fn build_tool(raw: &RawTool, plugin: &Arc<Plugin>) -> Result<CatalogTool> {
     if !valid_tool_name(&raw.name) {
-        bail!("tool name {:?} is not [A-Za-z0-9_-]{{1,64}}", raw.name);
+        bail!("tool name {:?} is not {TOOL_NAME_RULE}", raw.name);
     }
     check_title(raw.title.as_deref())?;
     let (input_schema, input) = load_schema(&raw.input_schema, "input-schema")?;

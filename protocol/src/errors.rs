@@ -1,8 +1,13 @@
 //! The error kinds a tool call can end in, as reported in an error result's
-//! `_meta[ERROR_KIND_META]`.
+//! `_meta[ERROR_KIND_META]`, and the other `_meta` keys client and server share.
 
 /// The `_meta` key of an error result that names its [`ErrorKind`].
 pub const ERROR_KIND_META: &str = "wasm-mcp/errorKind";
+
+/// The `_meta` key of a `tools/call` request under which a client puts its
+/// own id for the call (the harness's trace call id); the server records it
+/// in its audit log, so both name the same call.
+pub const CALL_ID_META: &str = "wasm-mcp/callId";
 
 /// Why a tool call failed, as the server reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,6 +1,9 @@
 //! The tool-name rule shared by server and client.
 
-/// `[A-Za-z0-9_-]{1,64}`.
+/// The rule [`valid_tool_name`] checks, as shown in error messages.
+pub const TOOL_NAME_RULE: &str = "[A-Za-z0-9_-]{1,64}";
+
+/// Whether `name` matches [`TOOL_NAME_RULE`].
 pub fn valid_tool_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name

@@ -20,7 +20,7 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use wasm_mcp_protocol::{ErrorKind as ServerErrorKind, ERROR_KIND_META};
+use wasm_mcp_protocol::{ErrorKind as ServerErrorKind, CALL_ID_META, ERROR_KIND_META};
 
 use crate::mcp::connection::ConnectionHandle;
 use crate::mcp::structured_binary;
@@ -70,7 +70,7 @@ impl ArtifactStore {
 
 tokio::task_local! {
     /// The trace's id of the tool call being run (set around the call by
-    /// the agent loop); sent as `_meta["wasm-mcp/callId"]` so a `wasm-mcp`
+    /// the agent loop); sent as `_meta[CALL_ID_META]` so a `wasm-mcp`
     /// server's audit log names the same call.
     pub static TRACE_CALL_ID: String;
 }
@@ -80,7 +80,7 @@ fn call_params(remote: &str, args: &Map<String, Value>) -> CallToolRequestParams
     let mut params = CallToolRequestParams::new(remote.to_string()).with_arguments(args.clone());
     if let Ok(id) = TRACE_CALL_ID.try_with(Clone::clone) {
         let mut meta = Map::new();
-        meta.insert("wasm-mcp/callId".into(), Value::String(id));
+        meta.insert(CALL_ID_META.into(), Value::String(id));
         params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
             meta,
         )));

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
+use wasm_mcp_protocol::text::head_chars;
 
 use crate::run::trace::TraceObserver;
 
@@ -20,12 +21,10 @@ pub fn shorten(s: &str, max: usize) -> String {
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     let one = one.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one.chars().count() <= max {
+    if head_chars(&one, max).len() == one.len() {
         return one;
     }
-    let mut cut: String = one.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
+    format!("{}…", head_chars(&one, max.saturating_sub(1)))
 }
 
 fn text(v: &Value) -> String {

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
+use wasm_mcp_protocol::text::head_bytes;
 
 pub const MAX_LOCAL_NAME: usize = 60;
 const HASH_LEN: usize = 8;
@@ -47,8 +48,8 @@ pub fn local_name(server_id: &str, remote: &str) -> String {
             .len()
             .min(budget.saturating_sub(t.len().min(half)).max(half));
         let t_keep = budget - s_keep.min(s.len());
-        s.truncate(s_keep);
-        t.truncate(t_keep);
+        s = head_bytes(&s, s_keep).to_string();
+        t = head_bytes(&t, t_keep).to_string();
     }
     format!("mcp_{s}_{t}_{}", name_hash(server_id, remote))
 }

@@ -186,8 +186,8 @@ pub struct ToolOutcome {
     pub stages: Vec<String>,
     pub attempts: u32,
     pub artifacts: Vec<PathBuf>,
-    /// The server answered the request.
-    sent: bool,
+    /// How the call failed; `None` once it succeeded. The call state is
+    /// derived from it, so the two cannot disagree.
     failure: Option<Failure>,
 }
 
@@ -200,7 +200,6 @@ impl ToolOutcome {
             stages: Vec::new(),
             attempts: 0,
             artifacts: Vec::new(),
-            sent: false,
             failure: None,
         }
     }
@@ -227,16 +226,18 @@ impl ToolOutcome {
         self.failure.as_ref().map(Failure::kind)
     }
 
-    /// What is known about the call's effect, derived from how it ended.
+    /// What is known about the call's effect, derived from how it ended:
+    /// stopped before the request, not sent; a fault, as the fault says;
+    /// otherwise the server answered.
     pub fn state(&self) -> CallState {
         match &self.failure {
+            Some(Failure::Stopped(_)) => CallState::NotSent,
             Some(Failure::Fault(f)) => f.state(),
-            _ if self.sent => CallState::Completed,
-            _ => CallState::NotSent,
+            _ => CallState::Completed,
         }
     }
 
-    /// The server's own kind for a tool error (`_meta["wasm-mcp/errorKind"]`).
+    /// The server's own kind for a tool error (`_meta[ERROR_KIND_META]`).
     pub fn server_error_kind(&self) -> Option<ServerErrorKind> {
         match &self.failure {
             Some(Failure::ToolError(kind)) => *kind,
@@ -475,7 +476,6 @@ async fn call(
     let args = info.args.as_object().cloned().unwrap_or_default();
     match spec.handler.call(args).await {
         Ok(output) => {
-            out.sent = true;
             out.attempts = output.attempts;
             out.artifacts = output.artifacts.iter().map(|a| a.path.clone()).collect();
             Ok(output)
