@@ -7,16 +7,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 mod support;
-use support::{is_error, plugin, plugin_dir, text_of, Server};
+use support::{error_kind, is_error, plugin, plugin_dir, text_of, Server};
 
 fn worktree() -> tempfile::TempDir {
     let wt = tempfile::tempdir().unwrap();
     std::fs::write(wt.path().join("inside.txt"), "inside\n").unwrap();
     wt
-}
-
-fn kind(result: &Value) -> &str {
-    result["_meta"]["wasm-mcp/errorKind"].as_str().unwrap_or("")
 }
 
 fn send_call(s: &mut Server, id: u64, tool: &str) {
@@ -70,7 +66,7 @@ fn calls_blocked_in_host_calls_end_at_the_deadline_and_free_their_slots() {
         let left = Duration::from_secs(8).saturating_sub(t.elapsed());
         let r = result_of(&mut s, id, left);
         assert!(is_error(&r), "{r}");
-        kinds.push(kind(&r).to_string());
+        kinds.push(error_kind(&r).to_string());
     }
     assert!(
         t.elapsed() >= Duration::from_millis(900),
@@ -83,7 +79,7 @@ fn calls_blocked_in_host_calls_end_at_the_deadline_and_free_their_slots() {
     assert_eq!(kinds, ["busy", "busy", "timeout"]);
     // Everything was released: the same calls are served again.
     let r = s.call("sleep_far", json!({}));
-    assert_eq!(kind(&r), "timeout", "{r}");
+    assert_eq!(error_kind(&r), "timeout", "{r}");
     assert!(text_of(&r).contains("timed out"), "{r}");
     assert!(s.alive());
 }
@@ -122,7 +118,7 @@ fn a_smaller_share_can_be_set() {
     send_call(&mut s, 901, "sleep_forever");
     send_call(&mut s, 902, "sleep_forever");
     let mut kinds: Vec<String> = (901..=902)
-        .map(|id| kind(&result_of(&mut s, id, Duration::from_secs(8))).to_string())
+        .map(|id| error_kind(&result_of(&mut s, id, Duration::from_secs(8))).to_string())
         .collect();
     kinds.sort();
     assert_eq!(kinds, ["busy", "timeout"]);

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 mod support;
-use support::{git, is_error, plugin_dir, text_of, Server};
+use support::{error_kind, git, is_error, plugin_dir, text_of, Server};
 
 const MIB: u64 = 1 << 20;
 
@@ -41,10 +41,6 @@ fn usage(dir: &Path) -> Usage {
         }
     }
     u
-}
-
-fn error_kind(r: &Value) -> &str {
-    r["_meta"]["wasm-mcp/errorKind"].as_str().unwrap_or("")
 }
 
 fn assert_quota(r: &Value, what: &str) {

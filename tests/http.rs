@@ -53,6 +53,30 @@ fn www_authenticate(r: &reqwest::Response) -> String {
         .unwrap_or_default()
 }
 
+/// POST `body` with the test token.
+async fn post_authed(c: &reqwest::Client, url: &str, body: &Value) -> reqwest::Response {
+    post(c, url, body).bearer_auth(TOKEN).send().await.unwrap()
+}
+
+/// `tools/list` with one more header (`name: value`), no token.
+async fn list_with(c: &reqwest::Client, url: &str, name: &str, value: &str) -> reqwest::Response {
+    post(c, url, &list_body())
+        .header(name, value)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// GET `url`, read as JSON.
+async fn get_json(c: &reqwest::Client, url: &str) -> Value {
+    c.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+/// The JSON-RPC message a response carries.
+async fn message_of(r: reqwest::Response) -> Value {
+    rpc_message(&r.text().await.unwrap())
+}
+
 /// A token-protected server (token from an env var).
 fn token_server(wt: &Path, plugins: &Path, extra: &[&str]) -> HttpServer {
     let mut args = vec!["--auth-token-env", "TEST_MCP_TOKEN"];
@@ -80,11 +104,7 @@ async fn no_or_wrong_token_is_401_with_resource_metadata() {
         format!("Basic {TOKEN}"),
         "Bearer".to_string(),
     ] {
-        let r = post(&c, &s.url, &list_body())
-            .header("Authorization", &bad)
-            .send()
-            .await
-            .unwrap();
+        let r = list_with(&c, &s.url, "Authorization", &bad).await;
         assert_eq!(r.status(), 401, "{bad}");
         assert!(
             www_authenticate(&r).contains("error=\"invalid_token\""),
@@ -92,24 +112,13 @@ async fn no_or_wrong_token_is_401_with_resource_metadata() {
         );
     }
 
-    let meta: Value = c
-        .get(&metadata_url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let meta = get_json(&c, &metadata_url).await;
     assert_eq!(meta["resource"], s.url.as_str());
     assert_eq!(meta["bearer_methods_supported"], json!(["header"]));
 
-    let r = post(&c, &s.url, &list_body())
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let r = post_authed(&c, &s.url, &list_body()).await;
     assert_eq!(r.status(), 200);
-    let msg = rpc_message(&r.text().await.unwrap());
+    let msg = message_of(r).await;
     let names: Vec<&str> = msg["result"]["tools"]
         .as_array()
         .unwrap()
@@ -132,11 +141,7 @@ async fn token_file_works_and_a_bad_one_refuses_to_start() {
         &[],
     );
     let c = client();
-    let r = post(&c, &s.url, &list_body())
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let r = post_authed(&c, &s.url, &list_body()).await;
     assert_eq!(r.status(), 200);
     let r = post(&c, &s.url, &list_body()).send().await.unwrap();
     assert_eq!(r.status(), 401);
@@ -184,11 +189,8 @@ async fn foreign_origin_and_spoofed_host_are_403() {
     let c = client();
     let port = s.base.rsplit(':').next().unwrap().to_string();
 
-    let ok = post(&c, &s.url, &list_body())
-        .header("Origin", format!("http://localhost:{port}"))
-        .send()
-        .await
-        .unwrap();
+    let own = format!("http://localhost:{port}");
+    let ok = list_with(&c, &s.url, "Origin", &own).await;
     assert_eq!(ok.status(), 200, "own origin");
 
     for origin in [
@@ -197,11 +199,7 @@ async fn foreign_origin_and_spoofed_host_are_403() {
         "http://localhost:1".to_string(),
         "null".to_string(),
     ] {
-        let r = post(&c, &s.url, &list_body())
-            .header("Origin", &origin)
-            .send()
-            .await
-            .unwrap();
+        let r = list_with(&c, &s.url, "Origin", &origin).await;
         assert_eq!(r.status(), 403, "Origin {origin}");
     }
     // DNS rebinding: a name that resolves to 127.0.0.1 for the attacker.
@@ -209,11 +207,7 @@ async fn foreign_origin_and_spoofed_host_are_403() {
         format!("evil.example:{port}"),
         format!("127.0.0.1.nip.io:{port}"),
     ] {
-        let r = post(&c, &s.url, &list_body())
-            .header("Host", &host)
-            .send()
-            .await
-            .unwrap();
+        let r = list_with(&c, &s.url, "Host", &host).await;
         assert_eq!(r.status(), 403, "Host {host}");
         let r = c
             .get(format!("{}/.well-known/oauth-protected-resource", s.base))
@@ -232,26 +226,15 @@ async fn huge_bodies_are_413_with_or_without_content_length() {
     let c = client();
     let big = "x".repeat(200_000);
     let body = call_body(1, "read_file", json!({"path": big}));
-    let r = post(&c, &s.url, &body)
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let r = post_authed(&c, &s.url, &body).await;
     assert_eq!(r.status(), 413);
 
     // Chunked: no Content-Length to refuse up front; the limit must still hold.
     let status = chunked_post(&s.base, &body.to_string());
     assert_eq!(status, 413);
 
-    let r = post(
-        &c,
-        &s.url,
-        &call_body(2, "read_file", json!({"path": "inside.txt"})),
-    )
-    .bearer_auth(TOKEN)
-    .send()
-    .await
-    .unwrap();
+    let small = call_body(2, "read_file", json!({"path": "inside.txt"}));
+    let r = post_authed(&c, &s.url, &small).await;
     assert_eq!(r.status(), 200, "small body still served");
 }
 
@@ -458,21 +441,18 @@ async fn jwts_are_validated_and_tool_scopes_enforced() {
     let writer = jwt(&claims("tools:read tools:write"), "issuer-key.pem");
     let r = send(writer, write).await;
     assert_eq!(r.status(), 200);
-    let msg = rpc_message(&r.text().await.unwrap());
+    let msg = message_of(r).await;
     assert_ne!(msg["result"]["isError"], json!(true), "{msg}");
     assert_eq!(
         std::fs::read_to_string(wt.path().join("out.txt")).unwrap(),
         "hi\n"
     );
 
-    let meta: Value = c
-        .get(format!("{}/.well-known/oauth-protected-resource", s.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let meta = get_json(
+        &c,
+        &format!("{}/.well-known/oauth-protected-resource", s.base),
+    )
+    .await;
     assert_eq!(meta["authorization_servers"], json!([ISSUER]));
     assert_eq!(meta["scopes_supported"], json!(["tools:write"]));
 }
@@ -500,27 +480,19 @@ async fn two_replicas_serve_one_worktree_alternately_without_sessions() {
             "write_file",
             json!({"path": "lb.txt", "content": content}),
         );
-        let resp = post(&c, &w.url, &body)
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
+        let resp = post_authed(&c, &w.url, &body).await;
         assert_eq!(resp.status(), 200);
         assert!(
             resp.headers().get("mcp-session-id").is_none(),
             "stateless: no session"
         );
-        let msg = rpc_message(&resp.text().await.unwrap());
+        let msg = message_of(resp).await;
         assert_ne!(msg["result"]["isError"], json!(true), "{msg}");
 
         let body = call_body(i * 2 + 1, "read_file", json!({"path": "lb.txt"}));
-        let resp = post(&c, &r.url, &body)
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
+        let resp = post_authed(&c, &r.url, &body).await;
         assert_eq!(resp.status(), 200);
-        let msg = rpc_message(&resp.text().await.unwrap());
+        let msg = message_of(resp).await;
         assert!(
             msg["result"].to_string().contains(&format!("round {i}")),
             "{msg}"
@@ -546,7 +518,7 @@ async fn a_2025_11_25_client_gets_a_session() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
-    let msg = rpc_message(&r.text().await.unwrap());
+    let msg = message_of(r).await;
     assert_eq!(msg["result"]["protocolVersion"], "2025-11-25", "{msg}");
 
     let legacy = |body: Value| {
@@ -568,6 +540,6 @@ async fn a_2025_11_25_client_gets_a_session() {
     .await
     .unwrap();
     assert_eq!(r.status(), 200);
-    let msg = rpc_message(&r.text().await.unwrap());
+    let msg = message_of(r).await;
     assert!(msg["result"].to_string().contains("inside"), "{msg}");
 }

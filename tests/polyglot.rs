@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 mod support;
-use support::{cache_dir, is_error, plugin_dir, server_bin, text_of, Server};
+use support::{cache_dir, error_kind, is_error, plugin_dir, server_bin, text_of, Server};
 
 const SAMPLES: [&str; 2] = ["samples/py-csv.wasm", "samples/js-json.wasm"];
 
@@ -41,10 +41,6 @@ fn samples() -> tempfile::TempDir {
         );
     });
     dir
-}
-
-fn error_kind(r: &Value) -> &str {
-    r["_meta"]["wasm-mcp/errorKind"].as_str().unwrap_or("")
 }
 
 /// A successful call's structuredContent, checked to equal its text block.

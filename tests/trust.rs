@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sha2::Digest;
+use wasm_mcp_protocol::CALL_ID_META;
 mod support;
-use support::{cache_dir, is_error, plugin, plugin_dir, server_bin, text_of, Server};
+use support::{cache_dir, error_kind, is_error, plugin, plugin_dir, server_bin, text_of, Server};
 
 fn cli(args: &[&str]) -> Output {
     Command::new(server_bin())
@@ -31,10 +32,6 @@ fn names(tools: &[Value]) -> Vec<String> {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_string())
         .collect()
-}
-
-fn error_kind(r: &Value) -> &str {
-    r["_meta"]["wasm-mcp/errorKind"].as_str().unwrap_or("")
 }
 
 fn sha256_file(p: &Path) -> String {
@@ -72,8 +69,29 @@ fn write_config(dir: &Path, text: &str) -> PathBuf {
     p
 }
 
+/// The directories a server from [`start_granted`] runs on.
+struct GrantDirs {
+    _config: tempfile::TempDir,
+    plugins: tempfile::TempDir,
+}
+
+/// `wasm-mcp serve` on `wt` with copies of `plugins`, the grants file
+/// `grants` (`--config`) and `extra` arguments, initialized.
+fn start_granted(wt: &Path, grants: &str, plugins: &[&str], extra: &[&str]) -> (Server, GrantDirs) {
+    let config = tempfile::tempdir().unwrap();
+    let cfg = write_config(config.path(), grants);
+    let plugins = plugin_dir(plugins);
+    let args: Vec<&str> = ["--config", s(&cfg)].iter().chain(extra).copied().collect();
+    let (srv, _) = Server::start(wt, plugins.path(), &args);
+    let dirs = GrantDirs {
+        _config: config,
+        plugins,
+    };
+    (srv, dirs)
+}
+
 fn call_with_id(srv: &mut Server, tool: &str, args: Value, id: &str) -> Value {
-    let params = json!({"name": tool, "arguments": args, "_meta": {"wasm-mcp/callId": id}});
+    let params = json!({"name": tool, "arguments": args, "_meta": {CALL_ID_META: id}});
     let r = srv.request("tools/call", params);
     r.get("result").cloned().unwrap_or_else(|| panic!("{r}"))
 }
@@ -241,13 +259,12 @@ fn under_verify_only_plugins_signed_by_a_trusted_key_load() {
 fn a_read_only_grant_makes_writes_fail_with_permission_denied() {
     let wt = tempfile::tempdir().unwrap();
     std::fs::write(wt.path().join("keep.txt"), "kept\n").unwrap();
-    let cfg_dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        cfg_dir.path(),
+    let (mut srv, _dirs) = start_granted(
+        wt.path(),
         "[plugins.workspace]\nfilesystem = \"read-only\"\n[plugins.diskbomb]\nfilesystem = \"read-only\"\n",
+        &["plugins/workspace.wasm", "test-plugins/diskbomb.wasm"],
+        &[],
     );
-    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/diskbomb.wasm"]);
-    let (mut srv, _) = Server::start(wt.path(), plugins.path(), &["--config", s(&cfg)]);
     let r = srv.call("write_file", json!({"path": "new.txt", "content": "x"}));
     assert_eq!(error_kind(&r), "permission_denied", "{r}");
     let r = srv.call(
@@ -277,10 +294,12 @@ fn a_read_only_grant_makes_writes_fail_with_permission_denied() {
 fn a_no_filesystem_grant_sees_nothing() {
     let wt = tempfile::tempdir().unwrap();
     std::fs::write(wt.path().join("a.txt"), "TOPSECRET\n").unwrap();
-    let cfg_dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(cfg_dir.path(), "[default]\nfilesystem = \"none\"\n");
-    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
-    let (mut srv, _) = Server::start(wt.path(), plugins.path(), &["--config", s(&cfg)]);
+    let (mut srv, _dirs) = start_granted(
+        wt.path(),
+        "[default]\nfilesystem = \"none\"\n",
+        &["plugins/workspace.wasm"],
+        &[],
+    );
     let r = srv.call("read_file", json!({"path": "a.txt"}));
     assert!(is_error(&r) && !text_of(&r).contains("TOPSECRET"), "{r}");
     let r = srv.call("list_dir", json!({"path": "."}));
@@ -298,13 +317,12 @@ fn a_subdirectory_grant_cannot_reach_its_siblings() {
     std::fs::write(w.join("top.txt"), "TOPSECRET\n").unwrap();
     std::os::unix::fs::symlink("../secret", w.join("src/link")).unwrap();
     std::os::unix::fs::symlink("/etc", w.join("src/etc")).unwrap();
-    let cfg_dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        cfg_dir.path(),
+    let (mut srv, _dirs) = start_granted(
+        w,
         "[plugins.workspace]\nfilesystem = \"read-write\"\npaths = [\"src\"]\n",
+        &["plugins/workspace.wasm"],
+        &[],
     );
-    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
-    let (mut srv, _) = Server::start(w, plugins.path(), &["--config", s(&cfg)]);
     let r = srv.call("read_file", json!({"path": "src/a.txt"}));
     assert!(text_of(&r).contains("in src"), "{r}");
     let r = srv.call(
@@ -398,13 +416,12 @@ fn grants_beyond_the_server_maxima_are_refused_at_start() {
 #[test]
 fn a_grant_s_own_time_and_memory_budgets_apply() {
     let wt = tempfile::tempdir().unwrap();
-    let cfg_dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        cfg_dir.path(),
+    let (mut srv, _dirs) = start_granted(
+        wt.path(),
         "[plugins.hostile]\ntimeout_ms = 500\nmemory_mb = 32\n",
+        &["test-plugins/hostile.wasm"],
+        &[],
     );
-    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
-    let (mut srv, _) = Server::start(wt.path(), plugins.path(), &["--config", s(&cfg)]);
     let t = Instant::now();
     let r = srv.call("spin", json!({}));
     assert_eq!(error_kind(&r), "timeout", "{r}");
@@ -423,14 +440,13 @@ fn a_grant_s_own_time_and_memory_budgets_apply() {
 #[test]
 fn published_annotations_follow_the_grants_not_the_claims() {
     let wt = tempfile::tempdir().unwrap();
-    let cfg_dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        cfg_dir.path(),
+    let (mut srv, _dirs) = start_granted(
+        wt.path(),
         "[plugins.workspace]\nfilesystem = \"read-only\"\n\
          [plugins.hostile]\nfilesystem = \"read-write\"\ntools = [\"fs_write\", \"net\"]\n",
+        &["plugins/workspace.wasm", "test-plugins/hostile.wasm"],
+        &[],
     );
-    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
-    let (mut srv, _) = Server::start(wt.path(), plugins.path(), &["--config", s(&cfg)]);
     let tools = srv.list_all_tools();
     let get = |n: &str| {
         tools
@@ -494,15 +510,14 @@ fn published_annotations_follow_the_grants_not_the_claims() {
 #[test]
 fn the_audit_log_has_one_line_per_call_with_its_fields() {
     let wt = tempfile::tempdir().unwrap();
-    let cfg_dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        cfg_dir.path(),
+    let scratch = tempfile::tempdir().unwrap();
+    let audit = scratch.path().join("audit.jsonl");
+    let (mut srv, dirs) = start_granted(
+        wt.path(),
         "[default]\nfilesystem = \"read-write\"\n[plugins.hostile]\ntimeout_ms = 400\nfilesystem = \"none\"\n",
+        &["plugins/workspace.wasm", "test-plugins/hostile.wasm"],
+        &["--audit-log", s(&audit)],
     );
-    let audit = cfg_dir.path().join("audit.jsonl");
-    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
-    let args = ["--config", s(&cfg), "--audit-log", s(&audit)];
-    let (mut srv, _) = Server::start(wt.path(), plugins.path(), &args);
     let r = call_with_id(
         &mut srv,
         "write_file",
@@ -522,7 +537,7 @@ fn the_audit_log_has_one_line_per_call_with_its_fields() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), 6, "{text}");
-    let ws_digest = sha256_file(&plugins.path().join("workspace.wasm"));
+    let ws_digest = sha256_file(&dirs.plugins.path().join("workspace.wasm"));
     let by = |id: &str| {
         lines
             .iter()
@@ -648,13 +663,12 @@ async fn the_harness_trace_and_the_audit_log_name_the_same_calls() {
 #[test]
 fn a_grant_s_concurrency_share_bounds_its_calls_in_flight() {
     let wt = tempfile::tempdir().unwrap();
-    let cfg_dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        cfg_dir.path(),
+    let (mut srv, _dirs) = start_granted(
+        wt.path(),
         "[plugins.hostile]\nmax_concurrency = 1\ntimeout_ms = 3000\n",
+        &["test-plugins/hostile.wasm"],
+        &[],
     );
-    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
-    let (mut srv, _) = Server::start(wt.path(), plugins.path(), &["--config", s(&cfg)]);
     // One spin holds the plugin's only slot for its 3 s; the other waits
     // half its deadline for it, then is `busy` without running (which of
     // the two gets the slot is up to the scheduler).

@@ -31,10 +31,6 @@ fn call_raw(s: &mut Server, tool: &str) -> (usize, Value) {
     (line.len(), v["result"].clone())
 }
 
-fn error_kind(result: &Value) -> &str {
-    result["_meta"]["wasm-mcp/errorKind"].as_str().unwrap_or("")
-}
-
 #[test]
 fn a_100_mib_error_message_is_cut_to_fit() {
     let (_wt, _dir, mut s, _log) = start(&[]);

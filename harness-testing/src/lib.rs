@@ -367,6 +367,14 @@ pub fn git(repo: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `dir/repo`, created and made a git repository by [`init_repo`] with `files`.
+pub fn repo_in(dir: &std::path::Path, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir(&repo).expect("create repo dir");
+    init_repo(&repo, files);
+    repo
+}
+
 /// Make `repo` (an existing directory) a git repository on branch `main`
 /// with one commit `init` holding `files` (path, content).
 pub fn init_repo(repo: &std::path::Path, files: &[(&str, &str)]) {

@@ -84,10 +84,8 @@ struct Env {
 impl Env {
     fn new() -> Self {
         let dir = fast_tempdir();
-        let repo = dir.path().join("repo");
-        std::fs::create_dir(&repo).unwrap();
-        wasm_mcp_harness_testing::init_repo(
-            &repo,
+        wasm_mcp_harness_testing::repo_in(
+            dir.path(),
             &[("README.md", "# Demo\n"), (".gitignore", "*.log\n")],
         );
         std::fs::write(dir.path().join("policy.toml"), POLICY).unwrap();

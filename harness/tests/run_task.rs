@@ -56,9 +56,7 @@ struct Env {
 impl Env {
     fn new(task: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("repo");
-        std::fs::create_dir(&repo).unwrap();
-        wasm_mcp_harness_testing::init_repo(&repo, &[("README.md", "# Demo\n")]);
+        wasm_mcp_harness_testing::repo_in(dir.path(), &[("README.md", "# Demo\n")]);
         std::fs::write(dir.path().join("policy.toml"), POLICY).unwrap();
         std::fs::write(dir.path().join("task.toml"), task).unwrap();
         Self { dir }

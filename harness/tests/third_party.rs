@@ -58,9 +58,7 @@ fn git(repo: &Path, args: &[&str]) -> String {
 /// A repo, the policy JSON and task TOML written next to it; runs the task.
 async fn run(policy_json: &str, task_toml: &str) -> (tempfile::TempDir, RunReport) {
     let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    wasm_mcp_harness_testing::init_repo(&repo, &[("README.md", "# Demo\n")]);
+    let repo = wasm_mcp_harness_testing::repo_in(dir.path(), &[("README.md", "# Demo\n")]);
     std::fs::write(dir.path().join("policy.json"), policy_json).unwrap();
     std::fs::write(dir.path().join("task.toml"), task_toml).unwrap();
     let report = run_task(

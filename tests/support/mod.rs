@@ -397,6 +397,13 @@ pub fn is_error(result: &Value) -> bool {
     result["isError"] == json!(true)
 }
 
+/// The server's error kind of a tool result (`_meta[ERROR_KIND_META]`), `""` if none.
+pub fn error_kind(result: &Value) -> &str {
+    result["_meta"][wasm_mcp_protocol::ERROR_KIND_META]
+        .as_str()
+        .unwrap_or("")
+}
+
 impl Server {
     /// Send a request and return its response line exactly as written (so
     /// tests can measure the frame), or None on timeout.
