@@ -71,7 +71,9 @@ fn write_config(dir: &Path, text: &str) -> PathBuf {
 
 /// The directories a server from [`start_granted`] runs on.
 struct GrantDirs {
-    _config: tempfile::TempDir,
+    _config_dir: tempfile::TempDir,
+    /// The grants file.
+    config: PathBuf,
     plugins: tempfile::TempDir,
 }
 
@@ -84,7 +86,8 @@ fn start_granted(wt: &Path, grants: &str, plugins: &[&str], extra: &[&str]) -> (
     let args: Vec<&str> = ["--config", s(&cfg)].iter().chain(extra).copied().collect();
     let (srv, _) = Server::start(wt, plugins.path(), &args);
     let dirs = GrantDirs {
-        _config: config,
+        _config_dir: config,
+        config: cfg,
         plugins,
     };
     (srv, dirs)
@@ -440,7 +443,7 @@ fn a_grant_s_own_time_and_memory_budgets_apply() {
 #[test]
 fn published_annotations_follow_the_grants_not_the_claims() {
     let wt = tempfile::tempdir().unwrap();
-    let (mut srv, _dirs) = start_granted(
+    let (mut srv, dirs) = start_granted(
         wt.path(),
         "[plugins.workspace]\nfilesystem = \"read-only\"\n\
          [plugins.hostile]\nfilesystem = \"read-write\"\ntools = [\"fs_write\", \"net\"]\n",
@@ -484,7 +487,7 @@ fn published_annotations_follow_the_grants_not_the_claims() {
         ]
     );
     // Each tool names its plugin and digest.
-    let digest = sha256_file(&plugins.path().join("workspace.wasm"));
+    let digest = sha256_file(&dirs.plugins.path().join("workspace.wasm"));
     assert_eq!(
         get("read_file")["_meta"]["wasm-mcp/digest"],
         digest.as_str()
@@ -496,11 +499,11 @@ fn published_annotations_follow_the_grants_not_the_claims() {
         "--worktree",
         s(wt.path()),
         "--plugins",
-        s(plugins.path()),
+        s(dirs.plugins.path()),
         "--cache-dir",
         s(&cache_dir()),
         "--config",
-        s(&cfg),
+        s(&dirs.config),
     ]);
     assert!(String::from_utf8_lossy(&out.stdout).contains(&digest));
 }
