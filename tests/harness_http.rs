@@ -18,7 +18,7 @@ use wasm_mcp_harness::run::policy::{Endpoint, Placeholders, Policy};
 use wasm_mcp_harness::run::session::{SessionError, ToolSession};
 use wasm_mcp_harness::run::trace::Trace;
 use wasm_mcp_harness::tools::naming::local_name;
-use wasm_mcp_harness::tools::registry::{NonInteractiveApprover, ToolRegistry};
+use wasm_mcp_harness::tools::pipeline::{NonInteractiveApprover, ToolPipeline};
 use wasm_mcp_harness::{run_task, ProviderChoice, RunOptions};
 
 mod support;
@@ -67,7 +67,7 @@ async fn session(policy: Policy) -> Result<(ToolSession, Arc<Trace>), SessionErr
         }),
     );
     let trace = Arc::new(Trace::new());
-    let base = ToolRegistry::new(Arc::new(NonInteractiveApprover {
+    let base = ToolPipeline::new(Arc::new(NonInteractiveApprover {
         approve_asks: false,
     }));
     let artifacts = Arc::new(ArtifactStore::new(std::env::temp_dir().join("unused")));
@@ -87,7 +87,7 @@ async fn discovery_calls_and_list_changed_over_http_with_the_token_from_env() {
 
     let read = local_name("ws", "read_file");
     let o = s
-        .registry()
+        .pipeline()
         .invoke(&read, r#"{"path": "inside.txt"}"#)
         .await;
     assert!(!o.is_error(), "{}", o.model_text);
@@ -97,10 +97,10 @@ async fn discovery_calls_and_list_changed_over_http_with_the_token_from_env() {
         o.model_text
     );
     // Validation is the harness's own, before any request.
-    let bad = s.registry().invoke(&read, r#"{"path": 7}"#).await;
+    let bad = s.pipeline().invoke(&read, r#"{"path": 7}"#).await;
     assert!(bad.is_error(), "{}", bad.model_text);
     // The server's sandbox answers as a tool error, over HTTP as over stdio.
-    let escape = s.registry().invoke(&read, r#"{"path": "../x"}"#).await;
+    let escape = s.pipeline().invoke(&read, r#"{"path": "../x"}"#).await;
     assert!(escape.is_error(), "{}", escape.model_text);
 
     // Hot reload on the server reaches the harness (rmcp's GET stream).

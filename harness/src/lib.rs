@@ -13,10 +13,10 @@
 //!   version allowlist, tools capability, close).
 //! - [`mcp::discovery`]: paginated `tools/list` with hard limits, schema checks.
 //! - [`tools::tool`]: the one [`tools::tool::Tool`] (binding, local name, schemas,
-//!   validators) shared by catalog, registry and providers.
+//!   validators) shared by catalog, pipeline and providers.
 //! - [`tools::naming`]: collision-free local tool names and the binding table.
 //! - [`tools::catalog`]: per-round frozen snapshots, refreshed at safe points after `list_changed`.
-//! - [`tools::registry`] + [`mcp::adapter`]: the tool-call pipeline and the MCP adapter.
+//! - [`tools::pipeline`] + [`mcp::adapter`]: the tool-call pipeline and the MCP adapter.
 //! - [`tools::faults`]: call states and retry rules.
 //! - [`run::worktree`]: one git worktree per task.
 //! - [`provider`]: OpenAI-compatible and scripted chat providers.

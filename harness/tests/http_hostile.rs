@@ -24,7 +24,7 @@ use wasm_mcp_harness::run::session::ToolSession;
 use wasm_mcp_harness::run::trace::Trace;
 use wasm_mcp_harness::tools::faults::CallState;
 use wasm_mcp_harness::tools::naming::local_name;
-use wasm_mcp_harness::tools::registry::{ErrorKind, NonInteractiveApprover, ToolRegistry};
+use wasm_mcp_harness::tools::pipeline::{ErrorKind, NonInteractiveApprover, ToolPipeline};
 
 /// What the endpoint does at the chosen method.
 #[derive(Clone, Copy, Debug)]
@@ -302,7 +302,7 @@ async fn session(url: &str, timeout_ms: u64) -> (ToolSession, tempfile::TempDir)
     let dir = tempfile::tempdir().unwrap();
     let mut connectors = HashMap::new();
     connectors.insert("h".to_string(), connector(&p));
-    let base = ToolRegistry::new(Arc::new(NonInteractiveApprover {
+    let base = ToolPipeline::new(Arc::new(NonInteractiveApprover {
         approve_asks: false,
     }));
     let s = ToolSession::start(
@@ -328,7 +328,7 @@ async fn one_call(
     let (mut s, _dir) = session(&h.url, timeout_ms).await;
     let started = Instant::now();
     let o = s
-        .registry()
+        .pipeline()
         .invoke(&local_name("h", "read_file"), r#"{"path": "x"}"#)
         .await;
     let took = started.elapsed();
@@ -390,7 +390,7 @@ async fn a_forgotten_session_ends_the_connection_and_the_safe_point_reconnects()
     let h = hostile("tools/call", Misbehaviour::ForgetSession).await;
     let (mut s, _dir) = session(&h.url, 30_000).await;
     let o = s
-        .registry()
+        .pipeline()
         .invoke(&local_name("h", "read_file"), r#"{"path": "x"}"#)
         .await;
     assert_eq!(o.error(), Some(ErrorKind::Fault), "{}", o.model_text);

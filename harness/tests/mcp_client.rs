@@ -14,8 +14,8 @@ use wasm_mcp_harness::run::session::ToolSession;
 use wasm_mcp_harness::run::trace::Trace;
 use wasm_mcp_harness::tools::faults::CallState;
 use wasm_mcp_harness::tools::naming::local_name;
-use wasm_mcp_harness::tools::registry::{
-    ErrorKind, NonInteractiveApprover, ToolRegistry, MAX_MODEL_TEXT,
+use wasm_mcp_harness::tools::pipeline::{
+    ErrorKind, NonInteractiveApprover, ToolPipeline, MAX_MODEL_TEXT,
 };
 use wasm_mcp_harness_testing::{
     tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer,
@@ -200,7 +200,7 @@ async fn session(fake: &FakeServer, p: Policy) -> (ToolSession, Arc<Trace>, temp
     let trace = Arc::new(Trace::new());
     let mut connectors: HashMap<String, Arc<dyn Connector>> = HashMap::new();
     connectors.insert("ws".into(), fake.connector());
-    let base = ToolRegistry::new(Arc::new(NonInteractiveApprover {
+    let base = ToolPipeline::new(Arc::new(NonInteractiveApprover {
         approve_asks: false,
     }));
     let s = ToolSession::start(
@@ -231,7 +231,7 @@ async fn adapter_validates_before_sending_and_maps_errors() {
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, policy("")).await;
-    let r = s.registry();
+    let r = s.pipeline();
     let ok = r.invoke(&read_file(), r#"{"path": "README.md"}"#).await;
     assert!(!ok.is_error(), "{}", ok.model_text);
     assert_eq!(
@@ -266,7 +266,7 @@ async fn the_servers_error_kind_is_kept_for_tool_errors() {
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, policy("")).await;
-    let r = s.registry();
+    let r = s.pipeline();
     let err = r
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "x"}"#)
         .await;
@@ -292,7 +292,7 @@ async fn output_contract_violation_goes_to_audit_not_model() {
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, policy("")).await;
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert_eq!(o.error(), Some(ErrorKind::Contract));
     assert!(o.contract_violation().is_some());
     assert!(!o.model_text.contains("leak"));
@@ -311,7 +311,7 @@ async fn image_content_becomes_artifact_or_is_refused() {
         .insert("read_file".into(), Behavior::Result(result));
     let fake = FakeServer::new(cfg.clone());
     let (mut s, _t, dir) = session(&fake, policy("")).await;
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert!(!o.is_error(), "{}", o.model_text);
     assert_eq!(o.artifacts.len(), 1);
     assert!(o.artifacts[0].starts_with(dir.path().join("artifacts")));
@@ -327,7 +327,7 @@ async fn image_content_becomes_artifact_or_is_refused() {
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, dir) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert_eq!(o.error(), Some(ErrorKind::ContentRefused));
     assert!(!dir.path().join("artifacts").exists());
     s.shutdown().await;
@@ -356,7 +356,7 @@ async fn binary_in_structured_content_is_an_artifact_and_its_reference_is_never_
         .insert("read_file".into(), Behavior::Result(result));
     let fake = FakeServer::new(cfg);
     let (mut s, _t, dir) = session(&fake, policy("")).await;
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert!(!o.is_error(), "{}", &o.model_text[..200]);
     // One artifact for the image (block and structured copy), one for the gif.
     assert_eq!(o.artifacts.len(), 2, "{:?}", o.artifacts);
@@ -391,7 +391,7 @@ async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
         .insert("read_file".into(), Behavior::Sleep(Duration::from_secs(3)));
     let fake = FakeServer::new(cfg.clone());
     let (mut s, _t, _d) = session(&fake, policy("")).await;
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert_eq!(o.error(), Some(ErrorKind::Fault));
     assert_eq!(o.state(), CallState::Unknown);
     assert!(o.model_text.contains("unknown"), "{}", o.model_text);
@@ -406,7 +406,7 @@ async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert_eq!(o.state(), CallState::Unknown);
     assert_eq!(o.attempts, 2);
     assert_eq!(fake.calls().len(), 2, "read-only + idempotent → one retry");
@@ -421,7 +421,7 @@ async fn server_death_mid_call_then_reconnect_at_safe_point() {
     let (mut s, trace, _d) = session(&fake, policy("")).await;
     let v1 = s.snapshot().version;
     let o = s
-        .registry()
+        .pipeline()
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#)
         .await;
     assert_eq!(o.state(), CallState::Unknown, "{}", o.model_text);
@@ -439,7 +439,7 @@ async fn server_death_mid_call_then_reconnect_at_safe_point() {
     assert_eq!(fake.0.connections.load(Ordering::SeqCst), 2);
     assert_eq!(s.snapshot().version, v1 + 1, "rediscovered");
     assert_eq!(trace.of_kind("server_reconnected").len(), 1);
-    let ok = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let ok = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert!(!ok.is_error(), "works after reconnect: {}", ok.model_text);
     s.shutdown().await;
 }
@@ -471,7 +471,7 @@ async fn list_changed_refreshes_only_at_safe_point() {
     let before = s.snapshot();
     assert_eq!(before.version, 1);
     let o = s
-        .registry()
+        .pipeline()
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#)
         .await;
     assert!(!o.is_error(), "{}", o.model_text);
@@ -510,7 +510,7 @@ async fn undecodable_or_missing_binary_content_is_refused_not_faked() {
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, dir) = session(&fake, policy("")).await;
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert_eq!(
         o.error(),
         Some(ErrorKind::ContentRefused),
@@ -520,7 +520,7 @@ async fn undecodable_or_missing_binary_content_is_refused_not_faked() {
     assert!(o.model_text.contains("base64"), "{}", o.model_text);
     assert!(o.artifacts.is_empty());
     let o = s
-        .registry()
+        .pipeline()
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "a"}"#)
         .await;
     assert_eq!(
@@ -547,7 +547,7 @@ async fn null_structured_content_leaves_the_text_result() {
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, policy("")).await;
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert!(!o.is_error(), "{}", o.model_text);
     assert_eq!(o.model_text, "hello");
     s.shutdown().await;
@@ -558,7 +558,7 @@ async fn call_on_a_dead_connection_is_not_sent_rather_than_unknown() {
     let fake = FakeServer::new(FakeConfig::default());
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     s.connection("ws").unwrap().close().await;
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert_eq!(o.error(), Some(ErrorKind::Fault));
     assert_eq!(o.state(), CallState::NotSent, "{}", o.model_text);
     assert!(!o.model_text.contains("unknown"), "{}", o.model_text);
@@ -592,7 +592,7 @@ async fn oversized_or_garbage_frames_fail_their_call_promptly() {
     };
     let (mut s, _t, _d) = session(&fake, toml_timeout(&slow)).await;
     let started = std::time::Instant::now();
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",
@@ -610,7 +610,7 @@ async fn oversized_or_garbage_frames_fail_their_call_promptly() {
         "the call ran; its answer was lost"
     );
     let o = s
-        .registry()
+        .pipeline()
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#)
         .await;
     assert!(o.model_text.contains("not valid JSON"), "{}", o.model_text);
@@ -627,7 +627,7 @@ async fn oversized_or_garbage_frames_fail_their_call_promptly() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, toml_timeout(&slow)).await;
     let started = std::time::Instant::now();
-    let o = s.registry().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",

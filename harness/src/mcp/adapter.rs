@@ -1,6 +1,6 @@
-//! MCP adapter: turns catalog entries into registry tools that send `tools/call`.
+//! MCP adapter: turns catalog entries into pipeline tools that send `tools/call`.
 //!
-//! - Arguments were validated by the registry before this runs.
+//! - Arguments were validated by the pipeline before this runs.
 //! - `isError: true` → `HandlerOutput::is_error` (error text for the model).
 //! - Non-text content (image, audio, embedded resource) is stored as a file in the
 //!   runtime dir's `artifacts/` (or refused by policy); base64 is never inlined.
@@ -28,7 +28,7 @@ use crate::run::policy::{ArtifactMode, Policy, ToolPolicy};
 use crate::tools::catalog::CatalogSnapshot;
 use crate::tools::faults::{may_retry, CallFault};
 use crate::tools::naming::sanitize;
-use crate::tools::registry::{
+use crate::tools::pipeline::{
     Artifact, HandlerFailure, HandlerOutput, RegisteredTool, ToolHandler,
 };
 use crate::BoxFut;
@@ -354,7 +354,7 @@ fn b64(data: &str, field: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("content block `{field}` is not valid base64: {e}"))
 }
 
-/// Registry tools for every catalog tool, bound to the server connections.
+/// Pipeline tools for every catalog tool, bound to the server connections.
 pub fn tools_from_catalog(
     snapshot: &CatalogSnapshot,
     conns: &HashMap<String, ConnectionHandle>,

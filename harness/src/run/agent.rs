@@ -75,8 +75,8 @@ pub async fn run_loop_until(
             _ = stop.fired() => return Err(interrupted(trace)),
         }
         let snapshot = session.snapshot();
-        let registry = session.registry();
-        let tools = registry.tools();
+        let pipeline = session.pipeline();
+        let tools = pipeline.tools();
         res.rounds = round;
         trace.record(
             "round_start",
@@ -124,13 +124,13 @@ pub async fn run_loop_until(
             trace.record(
                 "tool_call_start",
                 json!({"round": round, "call_id": call.id, "tool": call.function.name,
-                       "origin": registry.get(&call.function.name).and_then(|s| s.tool.binding.clone()),
+                       "origin": pipeline.get(&call.function.name).and_then(|s| s.tool.binding.clone()),
                        "arguments": call.function.arguments}),
             );
             let started = std::time::Instant::now();
             let invoke = crate::mcp::adapter::TRACE_CALL_ID.scope(
                 call.id.clone(),
-                registry.invoke(&call.function.name, &call.function.arguments),
+                pipeline.invoke(&call.function.name, &call.function.arguments),
             );
             tokio::pin!(invoke);
             let outcome = tokio::select! {

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
-use crate::tools::registry::{ApprovalRequest, Approver};
+use crate::tools::pipeline::{ApprovalRequest, Approver};
 use crate::BoxFut;
 
 type Io = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
@@ -130,7 +130,7 @@ impl Approver for PromptApprover {
 mod tests {
     use super::*;
     use crate::tools::naming::Binding;
-    use crate::tools::registry::ToolCallInfo;
+    use crate::tools::pipeline::ToolCallInfo;
     use serde_json::json;
 
     /// A writer the test can read back.

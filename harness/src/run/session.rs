@@ -1,9 +1,9 @@
-//! A task's tool session: its MCP connections, catalog and (forked) registry.
+//! A task's tool session: its MCP connections, catalog and (forked) pipeline.
 //!
 //! Changes coming from servers — `tools/list_changed`, a server that exited —
 //! are only acted on in [`ToolSession::safe_point`], which the agent loop calls
 //! between rounds: reconnect lost servers, rediscover, then swap the catalog and
-//! the registry's MCP tools in one step.
+//! the pipeline's MCP tools in one step.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use crate::run::policy::Policy;
 use crate::run::trace::Trace;
 use crate::tools::catalog::{Catalog, CatalogSnapshot};
 use crate::tools::naming::NameCollision;
-use crate::tools::registry::ToolRegistry;
+use crate::tools::pipeline::ToolPipeline;
 use crate::tools::tool::Tool;
 
 pub const MAX_RECONNECTS: u32 = 3;
@@ -54,7 +54,7 @@ pub struct ToolSession {
     policy: Policy,
     slots: Vec<Slot>,
     catalog: Catalog,
-    registry: ToolRegistry,
+    pipeline: ToolPipeline,
     artifacts: Arc<ArtifactStore>,
     trace: Arc<Trace>,
 }
@@ -64,7 +64,7 @@ impl ToolSession {
     pub async fn start(
         policy: Policy,
         mut connectors: HashMap<String, Arc<dyn Connector>>,
-        base: &ToolRegistry,
+        base: &ToolPipeline,
         session_id: &str,
         artifacts: Arc<ArtifactStore>,
         trace: Arc<Trace>,
@@ -110,7 +110,7 @@ impl ToolSession {
             policy,
             slots,
             catalog: Catalog::new(CatalogSnapshot::default()),
-            registry: base.fork(session_id),
+            pipeline: base.fork(session_id),
             artifacts,
             trace,
         };
@@ -147,7 +147,7 @@ impl ToolSession {
         Ok(tools)
     }
 
-    /// Rediscover all servers and swap catalog + registry tools atomically.
+    /// Rediscover all servers and swap catalog + pipeline tools atomically.
     async fn rebuild(&mut self) -> Result<(), SessionError> {
         // Clear flags first: a change arriving during discovery re-marks dirty.
         for s in &self.slots {
@@ -166,10 +166,10 @@ impl ToolSession {
             &self.policy,
             &self.artifacts,
         );
-        self.registry.replace_remote_tools(specs);
+        self.pipeline.replace_remote_tools(specs);
         self.trace.record(
             "catalog",
-            json!({"catalog_version": version, "tools": self.registry.names()}),
+            json!({"catalog_version": version, "tools": self.pipeline.names()}),
         );
         Ok(())
     }
@@ -219,8 +219,8 @@ impl ToolSession {
         self.catalog.snapshot()
     }
 
-    pub fn registry(&self) -> &ToolRegistry {
-        &self.registry
+    pub fn pipeline(&self) -> &ToolPipeline {
+        &self.pipeline
     }
 
     pub fn connection(&self, server: &str) -> Option<&ConnectionHandle> {

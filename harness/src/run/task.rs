@@ -26,7 +26,7 @@ use crate::run::policy::{AskDefault, Endpoint, Placeholders, Policy};
 use crate::run::session::ToolSession;
 use crate::run::trace::{Trace, TraceObserver};
 use crate::run::worktree::{sanitize_id, Worktree};
-use crate::tools::registry::{Approver, NonInteractiveApprover, ToolRegistry};
+use crate::tools::pipeline::{Approver, NonInteractiveApprover, ToolPipeline};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -223,7 +223,7 @@ pub async fn run_task(
             approve_asks: policy.approver.ask_default == AskDefault::Approve,
         }),
     };
-    let base = ToolRegistry::new(approver);
+    let base = ToolPipeline::new(approver);
 
     // Session + loop; everything after this point is cleaned up in order.
     let mut session: Option<ToolSession> = None;

@@ -4,5 +4,5 @@
 pub mod catalog;
 pub mod faults;
 pub mod naming;
-pub mod registry;
+pub mod pipeline;
 pub mod tool;

@@ -1,4 +1,4 @@
-//! ToolRegistry: the tool-call pipeline.
+//! The tool-call pipeline ([`ToolPipeline`]): one function per stage.
 //!
 //! Order, per call (see `ToolOutcome::stages`):
 //! `parse` → `before:<hook>`… → `approval` → `validate_input` → `call` →
@@ -262,7 +262,7 @@ impl ToolOutcome {
 }
 
 #[derive(Clone)]
-pub struct ToolRegistry {
+pub struct ToolPipeline {
     session: String,
     tools: BTreeMap<String, Arc<RegisteredTool>>,
     hooks: Vec<Arc<dyn ToolHook>>,
@@ -280,7 +280,7 @@ fn cap(s: String) -> String {
     truncate_marked(s, MAX_MODEL_TEXT, TRUNCATED)
 }
 
-impl ToolRegistry {
+impl ToolPipeline {
     pub fn new(approver: Arc<dyn Approver>) -> Self {
         Self {
             session: "root".into(),
@@ -664,13 +664,13 @@ mod tests {
         }
     }
 
-    fn registry(
+    fn pipeline(
         log: &Arc<Mutex<Vec<String>>>,
         approval: Approval,
         deny_hook: bool,
         ok: bool,
-    ) -> ToolRegistry {
-        let mut r = ToolRegistry::new(Arc::new(NonInteractiveApprover {
+    ) -> ToolPipeline {
+        let mut r = ToolPipeline::new(Arc::new(NonInteractiveApprover {
             approve_asks: false,
         }));
         r.register(spec(
@@ -698,7 +698,7 @@ mod tests {
     #[tokio::test]
     async fn pipeline_order() {
         let log = Arc::new(Mutex::new(vec![]));
-        let r = registry(&log, Approval::Auto, false, true);
+        let r = pipeline(&log, Approval::Auto, false, true);
         let o = r.invoke("t", r#"{"n": 3}"#).await;
         assert_eq!(
             o.stages,
@@ -733,7 +733,7 @@ mod tests {
     async fn stops_before_call() {
         let log = Arc::new(Mutex::new(vec![]));
         // invalid args: no call, error text for the model
-        let r = registry(&log, Approval::Auto, false, true);
+        let r = pipeline(&log, Approval::Auto, false, true);
         let o = r.invoke("t", r#"{"n": "x"}"#).await;
         assert_eq!(o.error(), Some(ErrorKind::InvalidArguments));
         assert!(
@@ -757,13 +757,13 @@ mod tests {
             Some(ErrorKind::UnknownTool)
         );
         // hook denial stops before approval
-        let r = registry(&log, Approval::Auto, true, true);
+        let r = pipeline(&log, Approval::Auto, true, true);
         let o = r.invoke("t", r#"{"n": 1}"#).await;
         assert_eq!(o.error(), Some(ErrorKind::HookDenied));
         assert!(!o.stages.contains(&"approval".to_string()));
         // policy deny / ask → non-interactive deny
         for a in [Approval::Deny, Approval::Ask] {
-            let r = registry(&log, a, false, true);
+            let r = pipeline(&log, a, false, true);
             let o = r.invoke("t", r#"{"n": 1}"#).await;
             assert_eq!(o.error(), Some(ErrorKind::ApprovalDenied));
         }
@@ -777,7 +777,7 @@ mod tests {
     async fn ask_goes_to_approver_and_contract_violation_is_withheld() {
         let log = Arc::new(Mutex::new(vec![]));
         let approver = Arc::new(CountingApprover(AtomicUsize::new(0), true));
-        let mut r = ToolRegistry::new(approver.clone());
+        let mut r = ToolPipeline::new(approver.clone());
         r.register(spec(&log, Approval::Ask, json!({"bad": "secret-value"})));
         let o = r.invoke("t", r#"{"n": 1}"#).await;
         assert_eq!(approver.0.load(Ordering::SeqCst), 1);
@@ -793,7 +793,7 @@ mod tests {
     #[tokio::test]
     async fn fork_is_independent() {
         let log = Arc::new(Mutex::new(vec![]));
-        let base = registry(&log, Approval::Auto, false, true);
+        let base = pipeline(&log, Approval::Auto, false, true);
         let mut a = base.fork("task-a");
         a.replace_remote_tools(vec![]);
         let mut extra = spec(&log, Approval::Auto, json!({"ok": 1}));
