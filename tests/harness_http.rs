@@ -67,9 +67,7 @@ async fn session(policy: Policy) -> Result<(ToolSession, Arc<Trace>), SessionErr
         }),
     );
     let trace = Arc::new(Trace::new());
-    let base = ToolPipeline::new(Arc::new(NonInteractiveApprover {
-        approve_asks: false,
-    }));
+    let base = ToolPipeline::new(Arc::new(NonInteractiveApprover::default()));
     let artifacts = Arc::new(ArtifactStore::new(std::env::temp_dir().join("unused")));
     let s = ToolSession::start(policy, connectors, &base, "t", artifacts, trace.clone()).await?;
     Ok((s, trace))

@@ -302,9 +302,7 @@ async fn session(url: &str, timeout_ms: u64) -> (ToolSession, tempfile::TempDir)
     let dir = tempfile::tempdir().unwrap();
     let mut connectors = HashMap::new();
     connectors.insert("h".to_string(), connector(&p));
-    let base = ToolPipeline::new(Arc::new(NonInteractiveApprover {
-        approve_asks: false,
-    }));
+    let base = ToolPipeline::new(Arc::new(NonInteractiveApprover::default()));
     let s = ToolSession::start(
         p,
         connectors,

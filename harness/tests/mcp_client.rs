@@ -200,9 +200,7 @@ async fn session(fake: &FakeServer, p: Policy) -> (ToolSession, Arc<Trace>, temp
     let trace = Arc::new(Trace::new());
     let mut connectors: HashMap<String, Arc<dyn Connector>> = HashMap::new();
     connectors.insert("ws".into(), fake.connector());
-    let base = ToolPipeline::new(Arc::new(NonInteractiveApprover {
-        approve_asks: false,
-    }));
+    let base = ToolPipeline::new(Arc::new(NonInteractiveApprover::default()));
     let s = ToolSession::start(
         p,
         connectors,

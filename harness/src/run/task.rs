@@ -22,7 +22,7 @@ use crate::provider::ChatProvider;
 use crate::run::agent::{run_loop_until, AgentError, LoopResult};
 use crate::run::interrupt::Stop;
 use crate::run::keep::{settle, Disposition, Settlement};
-use crate::run::policy::{AskDefault, Endpoint, Placeholders, Policy};
+use crate::run::policy::{Endpoint, Placeholders, Policy};
 use crate::run::session::ToolSession;
 use crate::run::trace::{Trace, TraceObserver};
 use crate::run::worktree::{sanitize_id, Worktree};
@@ -220,7 +220,7 @@ pub async fn run_task(
     let approver: Arc<dyn Approver> = match &opts.approver {
         Some(a) => a.clone(),
         None => Arc::new(NonInteractiveApprover {
-            approve_asks: policy.approver.ask_default == AskDefault::Approve,
+            answer: policy.approver.ask_default,
         }),
     };
     let base = ToolPipeline::new(approver);

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::run::policy::{Approval, ToolPolicy};
+use crate::run::policy::{Approval, AskDefault, ToolPolicy};
 use crate::tools::faults::{CallFault, CallState};
 use crate::tools::naming::Binding;
 use crate::tools::tool::Tool;
@@ -108,14 +108,16 @@ pub trait Approver: Send + Sync {
     fn approve<'a>(&'a self, req: &'a ApprovalRequest<'a>) -> BoxFut<'a, bool>;
 }
 
-/// Offline approver: answers `ask` with a fixed, policy-given decision.
+/// Offline approver: answers `ask` with the policy's `ask_default`
+/// (by default, deny).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct NonInteractiveApprover {
-    pub approve_asks: bool,
+    pub answer: AskDefault,
 }
 
 impl Approver for NonInteractiveApprover {
     fn approve<'a>(&'a self, _req: &'a ApprovalRequest<'a>) -> BoxFut<'a, bool> {
-        Box::pin(std::future::ready(self.approve_asks))
+        Box::pin(std::future::ready(self.answer == AskDefault::Approve))
     }
 }
 
@@ -670,9 +672,7 @@ mod tests {
         deny_hook: bool,
         ok: bool,
     ) -> ToolPipeline {
-        let mut r = ToolPipeline::new(Arc::new(NonInteractiveApprover {
-            approve_asks: false,
-        }));
+        let mut r = ToolPipeline::new(Arc::new(NonInteractiveApprover::default()));
         r.register(spec(
             log,
             approval,
@@ -788,6 +788,22 @@ mod tests {
             "violating content not shown"
         );
         assert_eq!(o.state(), CallState::Completed);
+    }
+
+    #[tokio::test]
+    async fn the_non_interactive_approver_answers_ask_with_ask_default() {
+        let log = Arc::new(Mutex::new(vec![]));
+        for (answer, approved) in [(AskDefault::Approve, true), (AskDefault::Deny, false)] {
+            let mut r = ToolPipeline::new(Arc::new(NonInteractiveApprover { answer }));
+            r.register(spec(&log, Approval::Ask, json!({"ok": 1})));
+            let o = r.invoke("t", r#"{"n": 1}"#).await;
+            assert_eq!(
+                o.error().is_none(),
+                approved,
+                "{answer:?}: {}",
+                o.model_text
+            );
+        }
     }
 
     #[tokio::test]
