@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use wasm_mcp_protocol::text::head_chars;
-use wasm_mcp_protocol::CALL_ID_META;
+use wasm_mcp_protocol::{ErrorKind, CALL_ID_META};
 
 use crate::grants::{Filesystem, Grant};
 use crate::plugin::{CallStats, Plugin};
@@ -40,6 +40,42 @@ pub fn call_id(
     Some(head_chars(&id, MAX_CALL_ID_CHARS).to_string())
 }
 
+/// How a call ended, as its audit line says: `ok`, the error kind, or
+/// `cancelled` (the request was dropped before the call ended).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditOutcome {
+    Ok,
+    Failed(ErrorKind),
+    Cancelled,
+}
+
+impl AuditOutcome {
+    /// `Ok` for `None`, else the failure of that kind.
+    pub fn of(kind: Option<ErrorKind>) -> Self {
+        kind.map_or(AuditOutcome::Ok, AuditOutcome::Failed)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditOutcome::Ok => "ok",
+            AuditOutcome::Failed(kind) => kind.as_str(),
+            AuditOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for AuditOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for AuditOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// Where audit lines go.
 #[derive(Default)]
 pub struct AuditLog {
@@ -64,8 +100,8 @@ pub struct AuditRecord {
     /// Bytes of the JSON arguments.
     pub argument_bytes: usize,
     pub duration_ms: f64,
-    /// `ok`, or the error kind (`timeout`, `permission_denied`, ...).
-    pub outcome: String,
+    /// `ok`, the error kind (`timeout`, `permission_denied`, ...) or `cancelled`.
+    pub outcome: AuditOutcome,
     /// The start of the error message, for failed calls.
     pub error: Option<String>,
     pub bytes_written: u64,
@@ -114,7 +150,7 @@ impl AuditLog {
             filesystem,
             argument_bytes,
             duration_ms: 0.0,
-            outcome: "cancelled".into(),
+            outcome: AuditOutcome::Cancelled,
             error: None,
             bytes_written: 0,
             files_created: 0,
@@ -154,9 +190,9 @@ pub struct PendingAudit<'a> {
 impl PendingAudit<'_> {
     /// Records the outcome (`ok` or an error kind with its message) and
     /// what the call's store used.
-    pub fn finish(mut self, outcome: &str, error: Option<String>, stats: CallStats) {
+    pub fn finish(mut self, kind: Option<ErrorKind>, error: Option<String>, stats: CallStats) {
         if let Some(r) = &mut self.record {
-            r.outcome = outcome.to_string();
+            r.outcome = AuditOutcome::of(kind);
             r.error = error.map(|m| head_chars(&m, MAX_ERROR_CHARS).to_string());
             r.bytes_written = stats.bytes_written;
             r.files_created = stats.files_created;
@@ -208,6 +244,14 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn outcomes_are_written_as_their_wire_names() {
+        let json = |o: AuditOutcome| serde_json::to_value(o).unwrap();
+        assert_eq!(json(AuditOutcome::of(None)), "ok");
+        assert_eq!(json(AuditOutcome::of(Some(ErrorKind::Timeout))), "timeout");
+        assert_eq!(json(AuditOutcome::Cancelled), "cancelled");
+    }
 
     #[test]
     fn times_are_rfc3339_utc() {

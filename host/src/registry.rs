@@ -330,7 +330,7 @@ impl Registry {
         let validation = wasm_mcp_protocol::Validation::shared();
         // Validation hands the same value back: `args_text` is what runs.
         if let Err(e) = validation.validate(&tool.input, args).await {
-            let kind = ErrorKind::InvalidArguments.as_str();
+            let kind = Some(ErrorKind::InvalidArguments);
             audit.finish(kind, Some(e.to_string()), CallStats::default());
             return Some(Outcome::InvalidArguments(e.to_string()));
         }
@@ -369,8 +369,7 @@ impl Registry {
                 Err(e) => Outcome::ContractViolation(e),
             },
         };
-        let kind = outcome.kind().map_or("ok", ErrorKind::as_str);
-        audit.finish(kind, outcome.error_message(), stats);
+        audit.finish(outcome.kind(), outcome.error_message(), stats);
         tracing::debug!(tool = name, elapsed_us, "call done");
         Some(outcome)
     }
