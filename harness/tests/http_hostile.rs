@@ -24,7 +24,7 @@ use wasm_mcp_harness::run::session::ToolSession;
 use wasm_mcp_harness::run::trace::Trace;
 use wasm_mcp_harness::tools::faults::CallState;
 use wasm_mcp_harness::tools::naming::local_name;
-use wasm_mcp_harness::tools::pipeline::{ErrorKind, NonInteractiveApprover, ToolPipeline};
+use wasm_mcp_harness::tools::pipeline::{FailureKind, NonInteractiveApprover, ToolPipeline};
 
 /// What the endpoint does at the chosen method.
 #[derive(Clone, Copy, Debug)]
@@ -321,7 +321,7 @@ async fn session(url: &str, timeout_ms: u64) -> (ToolSession, tempfile::TempDir)
 async fn one_call(
     how: Misbehaviour,
     timeout_ms: u64,
-) -> (String, Option<ErrorKind>, CallState, Duration) {
+) -> (String, Option<FailureKind>, CallState, Duration) {
     let h = hostile("tools/call", how).await;
     let (mut s, _dir) = session(&h.url, timeout_ms).await;
     let started = Instant::now();
@@ -347,7 +347,7 @@ async fn one_call(
 async fn silence_and_an_endless_sse_stream_end_at_the_call_timeout() {
     for how in [Misbehaviour::Silence, Misbehaviour::EndlessSse] {
         let (text, error, state, took) = one_call(how, 1000).await;
-        assert_eq!(error, Some(ErrorKind::Fault), "{how:?}: {text}");
+        assert_eq!(error, Some(FailureKind::Fault), "{how:?}: {text}");
         assert!(text.contains("timed out"), "{how:?}: {text}");
         assert_eq!(state, CallState::Unknown, "{how:?}");
         assert!(took < Duration::from_secs(5), "{how:?}: took {took:?}");
@@ -358,7 +358,7 @@ async fn silence_and_an_endless_sse_stream_end_at_the_call_timeout() {
 async fn an_endless_body_or_event_is_cut_at_the_frame_limit_promptly() {
     for how in [Misbehaviour::EndlessJson, Misbehaviour::HugeSseEvent] {
         let (text, error, state, took) = one_call(how, 30_000).await;
-        assert_eq!(error, Some(ErrorKind::Fault), "{how:?}: {text}");
+        assert_eq!(error, Some(FailureKind::Fault), "{how:?}: {text}");
         assert!(!text.contains("timed out"), "{how:?}: {text}");
         assert_eq!(state, CallState::Unknown, "{how:?}");
         assert!(took < Duration::from_secs(20), "{how:?}: took {took:?}");
@@ -374,7 +374,7 @@ async fn garbage_html_401_and_redirects_are_clear_errors_for_the_call() {
         (Misbehaviour::Redirect, "307"),
     ] {
         let (text, error, _, took) = one_call(how, 30_000).await;
-        assert_eq!(error, Some(ErrorKind::Fault), "{how:?}: {text}");
+        assert_eq!(error, Some(FailureKind::Fault), "{how:?}: {text}");
         assert!(
             text.to_lowercase().contains(says),
             "{how:?} should say {says}: {text}"
@@ -391,7 +391,7 @@ async fn a_forgotten_session_ends_the_connection_and_the_safe_point_reconnects()
         .pipeline()
         .invoke(&local_name("h", "read_file"), r#"{"path": "x"}"#)
         .await;
-    assert_eq!(o.error(), Some(ErrorKind::Fault), "{}", o.model_text);
+    assert_eq!(o.error(), Some(FailureKind::Fault), "{}", o.model_text);
     assert!(o.model_text.contains("404"), "{}", o.model_text);
     let conn = s.connection("h").unwrap().clone();
     let deadline = Instant::now() + Duration::from_secs(5);

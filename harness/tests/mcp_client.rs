@@ -15,7 +15,7 @@ use wasm_mcp_harness::run::trace::Trace;
 use wasm_mcp_harness::tools::faults::CallState;
 use wasm_mcp_harness::tools::naming::local_name;
 use wasm_mcp_harness::tools::pipeline::{
-    ErrorKind, NonInteractiveApprover, ToolPipeline, MAX_MODEL_TEXT,
+    FailureKind, NonInteractiveApprover, ToolPipeline, MAX_MODEL_TEXT,
 };
 use wasm_mcp_harness_testing::{
     tool, tool_with_output, Behavior, CursorMode, FakeConfig, FakeServer,
@@ -239,14 +239,14 @@ async fn adapter_validates_before_sending_and_maps_errors() {
     assert_eq!(ok.origin.as_ref().unwrap().remote_name, "read_file");
 
     let bad = r.invoke(&read_file(), r#"{"path": 7}"#).await;
-    assert_eq!(bad.error(), Some(ErrorKind::InvalidArguments));
+    assert_eq!(bad.error(), Some(FailureKind::InvalidArguments));
     assert_eq!(bad.state(), CallState::NotSent);
     assert_eq!(fake.calls().len(), 1, "invalid args never reach the server");
 
     let err = r
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "nope"}"#)
         .await;
-    assert_eq!(err.error(), Some(ErrorKind::ToolError));
+    assert_eq!(err.error(), Some(FailureKind::ToolError));
     assert_eq!(err.model_text, "error: no such dir");
     s.shutdown().await;
 }
@@ -268,7 +268,7 @@ async fn the_servers_error_kind_is_kept_for_tool_errors() {
     let err = r
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "x"}"#)
         .await;
-    assert_eq!(err.error(), Some(ErrorKind::ToolError));
+    assert_eq!(err.error(), Some(FailureKind::ToolError));
     assert_eq!(
         err.server_error_kind(),
         Some(wasm_mcp_protocol::ErrorKind::Timeout)
@@ -291,7 +291,7 @@ async fn output_contract_violation_goes_to_audit_not_model() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error(), Some(ErrorKind::Contract));
+    assert_eq!(o.error(), Some(FailureKind::Contract));
     assert!(o.contract_violation().is_some());
     assert!(!o.model_text.contains("leak"));
     assert_eq!(o.state(), CallState::Completed);
@@ -326,7 +326,7 @@ async fn image_content_becomes_artifact_or_is_refused() {
     let fake = FakeServer::new(cfg);
     let (mut s, _t, dir) = session(&fake, Policy::from_toml(&toml).unwrap()).await;
     let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error(), Some(ErrorKind::ContentRefused));
+    assert_eq!(o.error(), Some(FailureKind::ContentRefused));
     assert!(!dir.path().join("artifacts").exists());
     s.shutdown().await;
 }
@@ -390,7 +390,7 @@ async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
     let fake = FakeServer::new(cfg.clone());
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error(), Some(ErrorKind::Fault));
+    assert_eq!(o.error(), Some(FailureKind::Fault));
     assert_eq!(o.state(), CallState::Unknown);
     assert!(o.model_text.contains("unknown"), "{}", o.model_text);
     assert_eq!(fake.calls().len(), 1, "no automatic retry");
@@ -423,7 +423,7 @@ async fn server_death_mid_call_then_reconnect_at_safe_point() {
         .invoke(&local_name("ws", "list_dir"), r#"{"path": "."}"#)
         .await;
     assert_eq!(o.state(), CallState::Unknown, "{}", o.model_text);
-    assert_eq!(o.error(), Some(ErrorKind::Fault));
+    assert_eq!(o.error(), Some(FailureKind::Fault));
     // Wait for the owner to notice.
     for _ in 0..40 {
         if !s.connection("ws").unwrap().is_alive() {
@@ -511,7 +511,7 @@ async fn undecodable_or_missing_binary_content_is_refused_not_faked() {
     let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
     assert_eq!(
         o.error(),
-        Some(ErrorKind::ContentRefused),
+        Some(FailureKind::ContentRefused),
         "{}",
         o.model_text
     );
@@ -523,7 +523,7 @@ async fn undecodable_or_missing_binary_content_is_refused_not_faked() {
         .await;
     assert_eq!(
         o.error(),
-        Some(ErrorKind::ContentRefused),
+        Some(FailureKind::ContentRefused),
         "{}",
         o.model_text
     );
@@ -557,7 +557,7 @@ async fn call_on_a_dead_connection_is_not_sent_rather_than_unknown() {
     let (mut s, _t, _d) = session(&fake, policy("")).await;
     s.connection("ws").unwrap().close().await;
     let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
-    assert_eq!(o.error(), Some(ErrorKind::Fault));
+    assert_eq!(o.error(), Some(FailureKind::Fault));
     assert_eq!(o.state(), CallState::NotSent, "{}", o.model_text);
     assert!(!o.model_text.contains("unknown"), "{}", o.model_text);
     assert!(fake.calls().is_empty());
@@ -596,7 +596,7 @@ async fn oversized_or_garbage_frames_fail_their_call_promptly() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(o.error(), Some(ErrorKind::Fault), "{}", o.model_text);
+    assert_eq!(o.error(), Some(FailureKind::Fault), "{}", o.model_text);
     assert!(
         o.model_text.contains("exceeds the frame limit"),
         "{}",
@@ -631,7 +631,7 @@ async fn oversized_or_garbage_frames_fail_their_call_promptly() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(o.error(), Some(ErrorKind::Fault), "{}", o.model_text);
+    assert_eq!(o.error(), Some(FailureKind::Fault), "{}", o.model_text);
     assert!(!o.model_text.contains("timed out"), "{}", o.model_text);
     s.shutdown().await;
 }

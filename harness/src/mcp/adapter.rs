@@ -132,11 +132,35 @@ impl ToolHandler for McpToolHandler {
     }
 }
 
+/// Where a binary payload came from (named in its artifact reference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BinaryKind {
+    Image,
+    Audio,
+    Resource,
+    /// A binary string inside `structuredContent`.
+    Structured,
+    /// A content block the client cannot read.
+    Unsupported,
+}
+
+impl std::fmt::Display for BinaryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BinaryKind::Image => "image",
+            BinaryKind::Audio => "audio",
+            BinaryKind::Resource => "resource",
+            BinaryKind::Structured => "structured",
+            BinaryKind::Unsupported => "unsupported",
+        })
+    }
+}
+
 /// Text for the model, or a binary payload to store, from one content block.
 enum Block {
     Text(String),
     Binary {
-        kind: &'static str,
+        kind: BinaryKind,
         mime: String,
         bytes: Result<Vec<u8>, String>,
     },
@@ -154,7 +178,7 @@ fn read_block(raw: Value) -> Block {
         Ok(b) => b,
         Err(e) => {
             return Block::Binary {
-                kind: "unsupported",
+                kind: BinaryKind::Unsupported,
                 mime: format!("unknown/{kind_hint}"),
                 bytes: Err(format!("malformed or unsupported content block: {e}")),
             }
@@ -163,12 +187,12 @@ fn read_block(raw: Value) -> Block {
     match block {
         ContentBlock::Text(t) => Block::Text(t.text),
         ContentBlock::Image(i) => Block::Binary {
-            kind: "image",
+            kind: BinaryKind::Image,
             bytes: b64(&i.data, "data"),
             mime: i.mime_type,
         },
         ContentBlock::Audio(a) => Block::Binary {
-            kind: "audio",
+            kind: BinaryKind::Audio,
             bytes: b64(&a.data, "data"),
             mime: a.mime_type,
         },
@@ -176,26 +200,26 @@ fn read_block(raw: Value) -> Block {
             ResourceContents::TextResourceContents {
                 mime_type, text, ..
             } => Block::Binary {
-                kind: "resource",
+                kind: BinaryKind::Resource,
                 mime: mime_type.unwrap_or_else(|| OCTET_STREAM.into()),
                 bytes: Ok(text.into_bytes()),
             },
             ResourceContents::BlobResourceContents {
                 mime_type, blob, ..
             } => Block::Binary {
-                kind: "resource",
+                kind: BinaryKind::Resource,
                 mime: mime_type.unwrap_or_else(|| OCTET_STREAM.into()),
                 bytes: b64(&blob, "blob"),
             },
             _ => Block::Binary {
-                kind: "resource",
+                kind: BinaryKind::Resource,
                 mime: OCTET_STREAM.into(),
                 bytes: Err("unsupported resource contents".into()),
             },
         },
         ContentBlock::ResourceLink(l) => Block::Text(format!("[resource link: {}]", l.uri)),
         _ => Block::Binary {
-            kind: "unsupported",
+            kind: BinaryKind::Unsupported,
             mime: format!("unknown/{kind_hint}"),
             bytes: Err("unsupported content block".into()),
         },
@@ -269,7 +293,7 @@ impl McpToolHandler {
     async fn keep_binary(
         &self,
         stored: &mut StoredContent,
-        kind: &'static str,
+        kind: BinaryKind,
         mime: &str,
         bytes: Result<Vec<u8>, String>,
     ) -> Option<String> {
@@ -322,7 +346,7 @@ impl McpToolHandler {
         let mut replacements = Vec::new();
         for f in found {
             let reference = self
-                .keep_binary(stored, "structured", &f.mime, Ok(f.bytes))
+                .keep_binary(stored, BinaryKind::Structured, &f.mime, Ok(f.bytes))
                 .await
                 .unwrap_or_else(|| "[binary content withheld]".to_string());
             replacements.push((f.pointer, reference));
@@ -411,7 +435,7 @@ mod tests {
         ));
         assert!(matches!(
             read_block(json!({"type": "image", "data": "aGk=", "mimeType": "image/png"})),
-            Block::Binary { kind: "image", bytes: Ok(b), .. } if b == b"hi"
+            Block::Binary { kind: BinaryKind::Image, bytes: Ok(b), .. } if b == b"hi"
         ));
         assert!(refusal(json!({"type": "video", "data": "aGk="})).contains("unsupported"));
         assert!(refusal(json!({"type": "audio", "mimeType": "audio/wav"})).contains("data"));

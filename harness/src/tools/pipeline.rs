@@ -121,9 +121,12 @@ impl Approver for NonInteractiveApprover {
     }
 }
 
+/// Which stage (or answer) gave the model an error, in a word: the trace's
+/// `error`. The server's own classification of a tool error is the
+/// protocol's `ErrorKind` (`Failure::ToolError`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
+pub enum FailureKind {
     BadArguments,
     UnknownTool,
     HookDenied,
@@ -141,7 +144,7 @@ pub enum ErrorKind {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
     /// Stopped before the request (no request was sent).
-    Stopped(ErrorKind),
+    Stopped(FailureKind),
     /// The server answered and the tool reported an error (of the server's
     /// kind, when it names one: timeout, memory limit, ...).
     ToolError(Option<ServerErrorKind>),
@@ -154,13 +157,13 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub fn kind(&self) -> ErrorKind {
+    pub fn kind(&self) -> FailureKind {
         match self {
             Failure::Stopped(k) => *k,
-            Failure::ToolError(_) => ErrorKind::ToolError,
-            Failure::ContentRefused => ErrorKind::ContentRefused,
-            Failure::Fault(_) => ErrorKind::Fault,
-            Failure::Contract { .. } => ErrorKind::Contract,
+            Failure::ToolError(_) => FailureKind::ToolError,
+            Failure::ContentRefused => FailureKind::ContentRefused,
+            Failure::Fault(_) => FailureKind::Fault,
+            Failure::Contract { .. } => FailureKind::Contract,
         }
     }
 }
@@ -172,7 +175,7 @@ struct Stop {
 }
 
 impl Stop {
-    fn before_call(kind: ErrorKind, message: String) -> Self {
+    fn before_call(kind: FailureKind, message: String) -> Self {
         Stop {
             failure: Failure::Stopped(kind),
             message,
@@ -224,7 +227,7 @@ impl ToolOutcome {
         self.failure.as_ref()
     }
 
-    pub fn error(&self) -> Option<ErrorKind> {
+    pub fn error(&self) -> Option<FailureKind> {
         self.failure.as_ref().map(Failure::kind)
     }
 
@@ -374,21 +377,21 @@ impl ToolPipeline {
         raw_args: &str,
     ) -> Result<(Arc<RegisteredTool>, ToolCallInfo), Stop> {
         let spec = self.tools.get(local).cloned().ok_or_else(|| {
-            Stop::before_call(ErrorKind::UnknownTool, format!("unknown tool `{local}`"))
+            Stop::before_call(FailureKind::UnknownTool, format!("unknown tool `{local}`"))
         })?;
         let args: Value = if raw_args.trim().is_empty() {
             Value::Object(Map::new())
         } else {
             serde_json::from_str(raw_args).map_err(|e| {
                 Stop::before_call(
-                    ErrorKind::BadArguments,
+                    FailureKind::BadArguments,
                     format!("arguments are not valid JSON: {e}"),
                 )
             })?
         };
         if !args.is_object() {
             return Err(Stop::before_call(
-                ErrorKind::BadArguments,
+                FailureKind::BadArguments,
                 "arguments must be a JSON object".into(),
             ));
         }
@@ -407,7 +410,7 @@ impl ToolPipeline {
             out.stage(format!("before:{}", h.name()));
             if let HookDecision::Deny(why) = h.before_tool(info) {
                 return Err(Stop::before_call(
-                    ErrorKind::HookDenied,
+                    FailureKind::HookDenied,
                     format!("call blocked by {}: {why}", h.name()),
                 ));
             }
@@ -432,7 +435,7 @@ impl ToolPipeline {
             return Ok(());
         }
         Err(Stop::before_call(
-            ErrorKind::ApprovalDenied,
+            FailureKind::ApprovalDenied,
             format!("call to `{}` was not approved", info.local_name),
         ))
     }
@@ -453,7 +456,7 @@ async fn validate_input(spec: &RegisteredTool, info: &ToolCallInfo) -> Result<()
     };
     bounded_validate(v, &info.args).await.map_err(|e| {
         Stop::before_call(
-            ErrorKind::InvalidArguments,
+            FailureKind::InvalidArguments,
             format!("invalid arguments for `{}`: {e}", info.local_name),
         )
     })
@@ -735,7 +738,7 @@ mod tests {
         // invalid args: no call, error text for the model
         let r = pipeline(&log, Approval::Auto, false, true);
         let o = r.invoke("t", r#"{"n": "x"}"#).await;
-        assert_eq!(o.error(), Some(ErrorKind::InvalidArguments));
+        assert_eq!(o.error(), Some(FailureKind::InvalidArguments));
         assert!(
             o.model_text.starts_with("error: invalid arguments"),
             "{}",
@@ -746,26 +749,26 @@ mod tests {
         // bad JSON
         assert_eq!(
             r.invoke("t", "{n:").await.error(),
-            Some(ErrorKind::BadArguments)
+            Some(FailureKind::BadArguments)
         );
         assert_eq!(
             r.invoke("t", "[1]").await.error(),
-            Some(ErrorKind::BadArguments)
+            Some(FailureKind::BadArguments)
         );
         assert_eq!(
             r.invoke("nope", "{}").await.error(),
-            Some(ErrorKind::UnknownTool)
+            Some(FailureKind::UnknownTool)
         );
         // hook denial stops before approval
         let r = pipeline(&log, Approval::Auto, true, true);
         let o = r.invoke("t", r#"{"n": 1}"#).await;
-        assert_eq!(o.error(), Some(ErrorKind::HookDenied));
+        assert_eq!(o.error(), Some(FailureKind::HookDenied));
         assert!(!o.stages.contains(&"approval".to_string()));
         // policy deny / ask → non-interactive deny
         for a in [Approval::Deny, Approval::Ask] {
             let r = pipeline(&log, a, false, true);
             let o = r.invoke("t", r#"{"n": 1}"#).await;
-            assert_eq!(o.error(), Some(ErrorKind::ApprovalDenied));
+            assert_eq!(o.error(), Some(FailureKind::ApprovalDenied));
         }
         assert!(
             !log.lock().unwrap().iter().any(|l| l.starts_with("call")),
@@ -781,7 +784,7 @@ mod tests {
         r.register(spec(&log, Approval::Ask, json!({"bad": "secret-value"})));
         let o = r.invoke("t", r#"{"n": 1}"#).await;
         assert_eq!(approver.0.load(Ordering::SeqCst), 1);
-        assert_eq!(o.error(), Some(ErrorKind::Contract));
+        assert_eq!(o.error(), Some(FailureKind::Contract));
         assert!(o.contract_violation().unwrap().contains("ok"));
         assert!(
             !o.model_text.contains("secret-value"),
