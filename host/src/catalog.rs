@@ -59,8 +59,8 @@ fn load_schema(text: &str, what: &str) -> Result<(Map<String, Value>, Arc<Checke
     let obj = parse_object_schema(text, what)?;
     let checked =
         CheckedSchema::compile(&Value::Object(obj.clone()), &limits).map_err(|e| match e {
-            SchemaError::Limit(e) => anyhow::anyhow!("{what} refused: {e}"),
-            SchemaError::Invalid(e) => anyhow::anyhow!("{what} is not a valid JSON Schema: {e}"),
+            SchemaError::Limit(_) => anyhow::anyhow!("{what} refused: {e}"),
+            SchemaError::Invalid(_) => anyhow::anyhow!("{what} is {e}"),
         })?;
     Ok((obj, Arc::new(checked)))
 }

@@ -45,7 +45,7 @@ pub fn parse_object_schema(text: &str, what: &str) -> Result<Map<String, Value>>
 /// Compile a JSON Schema (no remote references are resolved).
 pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema::Validator> {
     compile_value(&Value::Object(obj.clone()))
-        .map_err(|e| anyhow::anyhow!("{what} is not a valid JSON Schema: {e}"))
+        .map_err(|e| anyhow::anyhow!("{what} is {}", crate::SchemaError::Invalid(e)))
 }
 
 /// Compile a schema value; the error is the compiler's message.

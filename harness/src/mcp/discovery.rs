@@ -18,8 +18,6 @@ use wasm_mcp_protocol::{CheckedSchema, SchemaLimits};
 
 pub const MAX_PAGES: usize = 100;
 pub const MAX_TOOLS: usize = 1000;
-/// Longest description kept, in chars: the same cap the server applies.
-pub use wasm_mcp_protocol::MAX_DESCRIPTION as MAX_DESCRIPTION_CHARS;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
@@ -474,7 +472,7 @@ mod tests {
         let got = select(&p, vec![t]).unwrap();
         assert_eq!(
             got.tools[0].description.chars().count(),
-            MAX_DESCRIPTION_CHARS
+            wasm_mcp_protocol::MAX_DESCRIPTION
         );
     }
 }
