@@ -29,7 +29,7 @@ use crate::tools::catalog::CatalogSnapshot;
 use crate::tools::faults::{may_retry, CallFault};
 use crate::tools::naming::sanitize;
 use crate::tools::pipeline::{
-    Artifact, HandlerFailure, HandlerOutput, RegisteredTool, ToolHandler,
+    Artifact, HandlerFailure, HandlerOutput, RegisteredTool, ToolErrorReport, ToolHandler,
 };
 use crate::BoxFut;
 
@@ -277,8 +277,10 @@ impl McpToolHandler {
             None => None,
         };
         Ok(HandlerOutput {
-            is_error: result.is_error.unwrap_or(false),
-            server_kind,
+            tool_error: result
+                .is_error
+                .unwrap_or(false)
+                .then_some(ToolErrorReport { kind: server_kind }),
             text: texts.join("\n"),
             structured,
             model_structured,

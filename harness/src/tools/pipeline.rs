@@ -31,9 +31,7 @@ pub const MAX_MODEL_TEXT: usize = 64 * 1024;
 #[derive(Debug, Clone, Default)]
 pub struct HandlerOutput {
     /// `isError` from the server: the tool ran and reported failure.
-    pub is_error: bool,
-    /// The server's error kind for an `isError` result, when it names one.
-    pub server_kind: Option<ServerErrorKind>,
+    pub tool_error: Option<ToolErrorReport>,
     /// The text content blocks, for the model.
     pub text: String,
     /// `structuredContent` as sent (what `outputSchema` validates).
@@ -46,6 +44,13 @@ pub struct HandlerOutput {
     /// Refused content (policy `artifacts = "refuse"`), reported as an error.
     pub refused: Option<String>,
     pub attempts: u32,
+}
+
+/// The tool ran and reported failure (`isError: true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolErrorReport {
+    /// The server's kind for it (`_meta[ERROR_KIND_META]`), when it names one.
+    pub kind: Option<ServerErrorKind>,
 }
 
 /// Non-text content stored as a file instead of being shown to the model.
@@ -509,14 +514,14 @@ async fn check_output(
     local: &str,
     output: HandlerOutput,
 ) -> Result<String, Stop> {
-    if output.is_error {
+    if let Some(report) = output.tool_error {
         let text = if output.text.is_empty() {
             "tool reported an error".to_string()
         } else {
             output.text
         };
         return Err(Stop {
-            failure: Failure::ToolError(output.server_kind),
+            failure: Failure::ToolError(report.kind),
             message: cap(text),
         });
     }
