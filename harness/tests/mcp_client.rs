@@ -259,7 +259,7 @@ async fn the_servers_error_kind_is_kept_for_tool_errors() {
         Behavior::Result(json!({
             "content": [{"type": "text", "text": "tool timed out"}],
             "isError": true,
-            "_meta": {"wasm-mcp/errorKind": "timeout"},
+            "_meta": {wasm_mcp_protocol::ERROR_KIND_META: "timeout"},
         })),
     );
     let fake = FakeServer::new(cfg);

@@ -461,7 +461,7 @@ mod tests {
         assert_eq!(blocks.len(), 1);
         assert_eq!(server_error_kind(&r), None);
         let (r, _) = split_result(json!({
-            "content": [], "isError": true, "_meta": {"wasm-mcp/errorKind": "memory_limit"}
+            "content": [], "isError": true, "_meta": {ERROR_KIND_META: "memory_limit"}
         }))
         .unwrap();
         assert_eq!(server_error_kind(&r), Some(ServerErrorKind::MemoryLimit));
