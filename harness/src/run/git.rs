@@ -39,6 +39,8 @@ pub struct Git {
     git_dir: PathBuf,
     work_tree: Option<PathBuf>,
     index_file: Option<PathBuf>,
+    /// Read `.gitattributes` from this tree-ish, not from the work tree.
+    attr_source: Option<String>,
     /// `-c filter.<name>.*=` for every driver defined in the repo config.
     filter_overrides: Vec<String>,
 }
@@ -71,6 +73,7 @@ impl Git {
             git_dir: git_dir.to_path_buf(),
             work_tree: None,
             index_file: None,
+            attr_source: None,
             filter_overrides: Vec::new(),
         };
         g.filter_overrides = g.filter_drivers();
@@ -84,13 +87,30 @@ impl Git {
             git_dir: admin_dir.to_path_buf(),
             work_tree: Some(work_tree.to_path_buf()),
             index_file: None,
+            attr_source: None,
             filter_overrides: self.filter_overrides.clone(),
         }
+    }
+
+    /// The same git dir with another work tree (and the default index).
+    pub fn at_work_tree(&self, work_tree: &Path) -> Self {
+        let mut g = self.clone();
+        g.work_tree = Some(work_tree.to_path_buf());
+        g.index_file = None;
+        g
     }
 
     /// Use a private index file instead of the worktree's own.
     pub fn with_index(mut self, index: &Path) -> Self {
         self.index_file = Some(index.to_path_buf());
+        self
+    }
+
+    /// Take attributes from `tree` (`GIT_ATTR_SOURCE`, git >= 2.40; older
+    /// git ignores it), so a tool-written `.gitattributes` cannot change
+    /// what is committed.
+    pub fn with_attr_source(mut self, tree: &str) -> Self {
+        self.attr_source = Some(tree.to_string());
         self
     }
 
@@ -107,6 +127,43 @@ impl Git {
             .map(|a| a.as_ref().to_string_lossy().into_owned())
             .collect();
         run(cmd, &shown.join(" "))
+    }
+
+    /// Run git with `args`, stdin read from `input` (a file) when given.
+    /// Returns the exit code and raw stdout (paths may not be UTF-8); only a
+    /// failure to start git or death by a signal is an error.
+    pub fn run_raw<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        input: Option<&Path>,
+    ) -> Result<RawOutput, GitError> {
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect();
+        let error = |message: String| GitError {
+            args: shown.join(" "),
+            message,
+        };
+        let mut cmd = self.command();
+        cmd.args(args);
+        if let Some(f) = input {
+            let file =
+                std::fs::File::open(f).map_err(|e| error(format!("open {}: {e}", f.display())))?;
+            cmd.stdin(file);
+        }
+        let out = cmd
+            .output()
+            .map_err(|e| error(format!("cannot run git: {e}")))?;
+        let code = out
+            .status
+            .code()
+            .ok_or_else(|| error(format!("git died: {}", out.status)))?;
+        Ok(RawOutput {
+            code,
+            stdout: out.stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 
     /// The hardened command, ready for arguments.
@@ -126,6 +183,9 @@ impl Git {
         }
         if let Some(i) = &self.index_file {
             cmd.env("GIT_INDEX_FILE", i);
+        }
+        if let Some(a) = &self.attr_source {
+            cmd.env("GIT_ATTR_SOURCE", a);
         }
         cmd
     }
@@ -147,6 +207,21 @@ impl Git {
                     .map(|s| format!("filter.{n}.{s}"))
             })
             .collect()
+    }
+}
+
+/// What [`Git::run_raw`] got back.
+#[derive(Debug)]
+pub struct RawOutput {
+    pub code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl RawOutput {
+    /// The NUL-separated records of stdout (`-z` output).
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+        self.stdout.split(|b| *b == 0).filter(|r| !r.is_empty())
     }
 }
 
