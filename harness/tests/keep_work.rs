@@ -469,3 +469,46 @@ async fn a_kept_worktree_keeps_its_nested_repos() {
     assert!(nested.join(".git").is_dir(), "nested .git put back");
     assert_eq!(git_ok(&nested, &["log", "--format=%s"]), "x");
 }
+
+/// A `.git` file pointing at a fake git dir, and a `.git` symlink to one: the
+/// harness's git never reads them, and a kept worktree gets git's own back.
+#[tokio::test]
+async fn a_dot_git_file_or_link_to_a_fake_git_dir_is_never_used() {
+    for link in [false, true] {
+        let env = Env::new();
+        let scratch = env.dir.path().join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        let (script, marker) = marker_script(&scratch);
+        let fake = scratch.join("fake-git");
+        plant_poisoned_git_dir(&fake, &script);
+        let act = {
+            let (fake, marker) = (fake.clone(), marker.clone());
+            move |wt: &Path| {
+                std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+                std::fs::write(wt.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
+                std::fs::remove_file(wt.join(".git")).unwrap();
+                if link {
+                    std::os::unix::fs::symlink(&fake, wt.join(".git")).unwrap();
+                } else {
+                    std::fs::write(wt.join(".git"), format!("gitdir: {}\n", fake.display()))
+                        .unwrap();
+                }
+                let _ = user_git(wt, &["status", "--short"]);
+                assert!(marker.exists(), "the planted .git must be live (link={link})");
+                std::fs::remove_file(&marker).unwrap();
+            }
+        };
+        let report = env.run(act, |o| o.keep_worktree = true).await;
+        assert!(report.ok(), "{:?}", report.error);
+        let c = committed(&report);
+        let files = git_ok(&env.repo(), &["ls-tree", "-r", "--name-only", &c.commit]);
+        assert!(files.lines().any(|f| f == "NOTES.md"), "{files}");
+        assert!(!marker.exists(), "a planted command ran (link={link})");
+        let meta = std::fs::symlink_metadata(report.worktree.join(".git")).unwrap();
+        assert!(meta.is_file(), "git's own .git file is back (link={link})");
+        git_ok(&report.worktree, &["status", "--short"]);
+        git_ok(&report.worktree, &["diff", "HEAD~1"]);
+        assert!(!marker.exists(), "the user's git ran a planted command (link={link})");
+        assert!(fake.join("config").exists(), "the link's target was not deleted");
+    }
+}
