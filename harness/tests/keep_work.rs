@@ -494,7 +494,10 @@ async fn a_dot_git_file_or_link_to_a_fake_git_dir_is_never_used() {
                         .unwrap();
                 }
                 let _ = user_git(wt, &["status", "--short"]);
-                assert!(marker.exists(), "the planted .git must be live (link={link})");
+                assert!(
+                    marker.exists(),
+                    "the planted .git must be live (link={link})"
+                );
                 std::fs::remove_file(&marker).unwrap();
             }
         };
@@ -508,7 +511,13 @@ async fn a_dot_git_file_or_link_to_a_fake_git_dir_is_never_used() {
         assert!(meta.is_file(), "git's own .git file is back (link={link})");
         git_ok(&report.worktree, &["status", "--short"]);
         git_ok(&report.worktree, &["diff", "HEAD~1"]);
-        assert!(!marker.exists(), "the user's git ran a planted command (link={link})");
-        assert!(fake.join("config").exists(), "the link's target was not deleted");
+        assert!(
+            !marker.exists(),
+            "the user's git ran a planted command (link={link})"
+        );
+        assert!(
+            fake.join("config").exists(),
+            "the link's target was not deleted"
+        );
     }
 }

@@ -70,12 +70,16 @@ fn names(req: &ApprovalRequest<'_>) -> (String, String, String) {
 fn ask(io: &Mutex<Io>, server: &str, tool: &str, local: &str, args: &str) -> Answer {
     let mut guard = io.lock().unwrap_or_else(|e| e.into_inner());
     let (reader, writer) = &mut *guard;
+    let safe = crate::run::progress::terminal_safe;
     let _ = writeln!(
         writer,
-        "\napproval needed: server `{server}`, tool `{tool}` ({local})"
+        "\napproval needed: server `{}`, tool `{}` ({})",
+        safe(server),
+        safe(tool),
+        safe(local)
     );
     for line in args.lines() {
-        let _ = writeln!(writer, "    {line}");
+        let _ = writeln!(writer, "    {}", safe(line));
     }
     let _ = write!(
         writer,

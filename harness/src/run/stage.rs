@@ -32,8 +32,9 @@ const MAX_LISTED: usize = 20;
 /// A worktree path as git prints it (bytes: names need not be UTF-8).
 type GitPath = Vec<u8>;
 
+/// A path for the report (printed on a terminal).
 fn shown(p: &[u8]) -> String {
-    String::from_utf8_lossy(p).into_owned()
+    crate::run::progress::terminal_safe(&String::from_utf8_lossy(p))
 }
 
 /// Stage the worktree of `g` (GIT_WORK_TREE `work_tree`, a private index)
