@@ -239,6 +239,8 @@ fn base_command() -> Command {
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_PAGER", "cat")
         .env("GIT_OPTIONAL_LOCKS", "0")
+        // Messages are parsed (e.g. directories `ls-files` could not open).
+        .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null());
     for f in FORCED {
         cmd.arg("-c").arg(f);

@@ -74,6 +74,29 @@ pub fn stage_all(
     Ok(skipped)
 }
 
+/// Report the directories `git ls-files` warned it could not open
+/// (unreadable, or a path too long to open): their files are not committed.
+fn unreadable_dirs(stderr: &str, skipped: &mut Vec<String>) {
+    const PREFIX: &str = "warning: could not open directory '";
+    let dirs: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(PREFIX))
+        .collect();
+    for d in dirs.iter().take(MAX_LISTED) {
+        let (path, why) = d.rsplit_once("': ").unwrap_or((d, "unreadable"));
+        skipped.push(format!(
+            "{} (directory could not be read: {why})",
+            crate::run::progress::shorten(&crate::run::progress::terminal_safe(path), 160)
+        ));
+    }
+    if dirs.len() > MAX_LISTED {
+        skipped.push(format!(
+            "... and {} more directories that could not be read",
+            dirs.len() - MAX_LISTED
+        ));
+    }
+}
+
 /// `.git` entries of nested repositories, moved aside while staging.
 struct NestedRepos {
     work_tree: PathBuf,
@@ -116,6 +139,7 @@ impl NestedRepos {
                     message: out.stderr,
                 });
             }
+            unreadable_dirs(&out.stderr, skipped);
             let (dirs, files): (Vec<&[u8]>, Vec<&[u8]>) =
                 out.records().partition(|r| r.ends_with(b"/"));
             let mut moved = false;
