@@ -253,6 +253,106 @@ fn ask_prompts_on_a_terminal_and_always_is_remembered() {
     );
 }
 
+/// Ctrl-C typed at the prompt (the pty turns `^C` into SIGINT for the
+/// foreground group): the prompt is a "no" at once, the run stops and exits
+/// 130, and the MCP server, in its own process group, was not hit by the
+/// terminal's signal: it is closed in order, not lost.
+#[test]
+fn ctrl_c_typed_at_the_prompt_stops_the_run() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: `script` (util-linux) not found");
+        return;
+    }
+    let repo = sample_repo();
+    let scratch = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let policy = ask_policy(scratch.path(), plugins.path());
+    let task = scratch.path().join("task.toml");
+    std::fs::write(&task, ASK_TASK).unwrap();
+    let runs = scratch.path().join("runs");
+    let cmd = format!(
+        "{} run-task --provider scripted --policy {} --task {} --out-dir {}",
+        shell_quote(&agent_bin()),
+        shell_quote(&policy),
+        shell_quote(&task),
+        shell_quote(&runs),
+    );
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-f", "-c", &cmd, "/dev/null"])
+        .current_dir(repo.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+    }
+    let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !text().contains("run it?") {
+        assert!(Instant::now() < deadline, "no prompt:\n{}", text());
+        assert!(child.try_wait().unwrap().is_none(), "exited:\n{}", text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    use std::io::Write;
+    stdin.write_all(b"\x03").unwrap();
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit after ^C:\n{}", text());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(stdin);
+    let out = text();
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(out.contains("INTERRUPTED"), "{out}");
+    let run_dir = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let trace = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap();
+    let events: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let call = events
+        .iter()
+        .find(|e| e["kind"] == "tool_call")
+        .expect("the asked call ended (not abandoned after the cancel grace)");
+    assert!(
+        call["result"].as_str().unwrap().contains("not approved"),
+        "{call}"
+    );
+    let closed = events
+        .iter()
+        .find(|e| e["kind"] == "server_closed")
+        .expect("server closed");
+    assert_eq!(closed["state"], "Closed", "{closed}");
+    assert_eq!(
+        git(repo.path(), &["branch", "--list", "agent/*"]).trim(),
+        ""
+    );
+}
+
 /// Without a terminal the same policy falls back to `ask_default` (deny):
 /// no prompt, nothing written, no branch left.
 #[test]

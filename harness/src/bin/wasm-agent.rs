@@ -98,8 +98,9 @@ async fn main() {
                 keep_worktree,
                 discard,
                 out_dir,
+                approver: interactive
+                    .then(|| Arc::new(PromptApprover::stdio().with_stop(stop.clone())) as _),
                 stop: Some(stop),
-                approver: interactive.then(|| Arc::new(PromptApprover::stdio()) as _),
                 observer: (!quiet).then(|| progress::printer(Box::new(std::io::stderr()))),
                 ..Default::default()
             };
