@@ -67,6 +67,26 @@ impl Git {
         }
     }
 
+    /// The commit `rev` names in the checkout at `dir` (the user's own, found
+    /// by discovery: `HEAD` is that checkout's, also in a linked worktree).
+    pub fn resolve_commit(dir: &Path, rev: &str) -> Result<String, GitError> {
+        let mut cmd = base_command();
+        let spec = format!("{rev}^{{commit}}");
+        cmd.current_dir(dir).args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &spec,
+        ]);
+        run(cmd, &format!("rev-parse --verify {spec}")).map_err(|e| GitError {
+            message: format!("`{rev}` is not a commit here {}", e.message)
+                .trim()
+                .to_string(),
+            ..e
+        })
+    }
+
     /// The repository whose common git dir is `git_dir` (no work tree).
     pub fn repo(git_dir: &Path) -> Self {
         let mut g = Self {
