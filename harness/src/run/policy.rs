@@ -127,6 +127,14 @@ pub struct ServerPolicy {
 fn default_versions() -> Vec<String> {
     vec![DEFAULT_PROTOCOL_VERSION.to_string()]
 }
+
+/// The default allowlist of a JSON `mcpServers` entry: the versions this
+/// client speaks (the newest is offered; a server may answer an older one).
+pub const DESKTOP_PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+fn desktop_versions() -> Vec<String> {
+    DESKTOP_PROTOCOL_VERSIONS.map(String::from).to_vec()
+}
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
@@ -450,7 +458,9 @@ struct JsonServer {
     allowed_tools: Vec<String>,
     #[serde(default, alias = "denied_tools")]
     denied_tools: Vec<String>,
-    #[serde(default = "default_versions", alias = "protocol_versions")]
+    /// Desktop client files never list versions; their servers may answer
+    /// with an older one, which desktop clients accept too.
+    #[serde(default = "desktop_versions", alias = "protocol_versions")]
     protocol_versions: Vec<String>,
     #[serde(default = "default_timeout_ms", alias = "request_timeout_ms")]
     request_timeout_ms: u64,
@@ -839,6 +849,8 @@ approval = "auto"
             "deny-first: nothing exposed unless allowed"
         );
         assert_eq!(p.server("notes").unwrap().env["NOTES_TOKEN"], "abc");
+        // An older server's answer is accepted as desktop clients accept it.
+        assert_eq!(fs.protocol_versions, DESKTOP_PROTOCOL_VERSIONS);
     }
 
     #[test]
