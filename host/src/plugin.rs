@@ -67,7 +67,8 @@ pub enum CallError {
     Host(String),
     /// No slot for the call freed up before its deadline; nothing ran.
     Busy(Slot),
-    /// The tool tried to change the worktree where its grant is read-only
+    /// The tool tried to change the worktree where its grant allows no
+    /// writes: read-only, `none`, or outside its granted subdirectories
     /// (its outcome is replaced by this, whatever it returned).
     PermissionDenied { tool_said: Option<String> },
 }
@@ -132,7 +133,7 @@ impl std::fmt::Display for CallError {
                 }
             }
             CallError::PermissionDenied { tool_said } => {
-                f.write_str("permission denied: the tool tried to write to the worktree, and its grant is read-only")?;
+                f.write_str("permission denied: the tool tried to change the worktree where its grant allows no writes (read-only, no filesystem, or outside its granted paths), and the change was refused")?;
                 match tool_said {
                     Some(m) => write!(f, "; the tool reported: {m}"),
                     None => Ok(()),
