@@ -755,3 +755,40 @@ async fn a_harness_policy_s_locked_server_entry_refuses_a_tampered_plugin() {
         "the run used a tampered plugin: {error:?}"
     );
 }
+
+#[test]
+fn the_audit_summary_is_on_stderr_at_debug_level() {
+    let wt = tempfile::tempdir().unwrap();
+    let dir = plugin_dir(&["plugins/workspace.wasm"]);
+    let out = Command::new(server_bin())
+        .args([
+            "call",
+            "--worktree",
+            s(wt.path()),
+            "--plugins",
+            s(dir.path()),
+        ])
+        .args([
+            "--cache-dir",
+            s(&support::cache_dir()),
+            "list_dir",
+            r#"{"path":"."}"#,
+        ])
+        .env("WASM_MCP_LOG", "warn,audit=debug")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("call audited"))
+        .unwrap_or_else(|| panic!("{err}"));
+    for want in ["tool=list_dir", "outcome=ok", "workspace"] {
+        assert!(line.contains(want), "{want}: {line}");
+    }
+}
