@@ -792,3 +792,18 @@ fn the_audit_summary_is_on_stderr_at_debug_level() {
         assert!(line.contains(want), "{want}: {line}");
     }
 }
+
+#[test]
+fn a_grant_s_own_write_budget_stops_a_disk_bomb() {
+    let wt = tempfile::tempdir().unwrap();
+    let cfg = "[plugins.diskbomb]\nfilesystem = \"read-write\"\nmax_write_bytes = 4096\nmax_files_created = 3\n";
+    let (mut srv, _g) = start_granted(wt.path(), &["test-plugins/diskbomb.wasm"], cfg, &[]);
+    let r = srv.call("big_file", json!({"path": "big.bin", "chunk": 1024}));
+    assert_eq!(error_kind(&r), "quota_exceeded", "{r}");
+    let len = std::fs::metadata(wt.path().join("big.bin")).unwrap().len();
+    assert!(len <= 4096, "{len} bytes written under a 4096-byte grant");
+    let r = srv.call("many_files", json!({"dir": "d", "count": 50}));
+    assert_eq!(error_kind(&r), "quota_exceeded", "{r}");
+    let files = std::fs::read_dir(wt.path().join("d")).unwrap().count();
+    assert!(files <= 3, "{files} entries under a 3-entry grant");
+}

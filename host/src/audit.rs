@@ -119,7 +119,8 @@ impl AuditLog {
             call_id,
             plugin: plugin.map(|p| p.name.clone()),
             digest: plugin.map(|p| p.digest.clone()),
-            tool: tool.to_string(),
+            // A client may name any tool: an unknown name is cut.
+            tool: tool.chars().take(200).collect(),
             grant: plugin.map(|p| p.grant.clone()),
             filesystem,
             argument_bytes,

@@ -68,6 +68,22 @@ struct GrantSpec {
 }
 
 impl GrantSpec {
+    /// Refuses a budget of 0 where it would make every call fail (a zero
+    /// concurrency share was silently 1 before; a zero timeout or memory
+    /// limit is a typo, not a grant). Write budgets may be 0: no writes.
+    fn refuse_zeros(&self, what: &str) -> Result<()> {
+        let zero = [
+            ("timeout_ms", self.timeout_ms == Some(0)),
+            ("memory_mb", self.memory_mb == Some(0)),
+            ("max_output_bytes", self.max_output_bytes == Some(0)),
+            ("max_concurrency", self.max_concurrency == Some(0)),
+        ];
+        match zero.iter().find(|(_, z)| *z) {
+            Some((field, _)) => bail!("grant {what}: {field} must be at least 1"),
+            None => Ok(()),
+        }
+    }
+
     /// `self`, with its missing fields taken from `base`.
     fn over(&self, base: &GrantSpec) -> GrantSpec {
         GrantSpec {
@@ -165,6 +181,7 @@ impl Grant {
         let over = |field: &str, flag: &str, cap: String| {
             anyhow::anyhow!("grant {what}: {field} exceeds the server's maximum of {cap} ({flag})")
         };
+        spec.refuse_zeros(what)?;
         let server = &max.grant;
         let mut g = server.clone();
         g.source = what.to_string();
@@ -219,7 +236,7 @@ impl Grant {
                     max.slots.to_string(),
                 ));
             }
-            g.max_concurrency = n.max(1);
+            g.max_concurrency = n;
         }
         g.tools = spec.tools.clone();
         Ok(g)
@@ -354,6 +371,14 @@ mod tests {
             ("[plugins.w]\nfilesytem = \"none\"\n", "unknown field"),
             ("[plugins.w]\npaths = [\"../x\"]\n", "without `..`"),
             ("[plugins.w]\npaths = [\"/etc\"]\n", "without `..`"),
+            (
+                "[plugins.w]\nmax_concurrency = 0\n",
+                "max_concurrency must be at least 1",
+            ),
+            (
+                "[default]\ntimeout_ms = 0\n",
+                "timeout_ms must be at least 1",
+            ),
         ] {
             let e = format!("{:#}", parse(text).unwrap_err());
             assert!(e.contains(want), "{text}: {e}");
