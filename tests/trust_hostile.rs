@@ -807,3 +807,19 @@ fn a_grant_s_own_write_budget_stops_a_disk_bomb() {
     let files = std::fs::read_dir(wt.path().join("d")).unwrap().count();
     assert!(files <= 3, "{files} entries under a 3-entry grant");
 }
+
+#[test]
+fn a_huge_plugin_file_is_refused_without_being_read_and_the_others_load() {
+    let wt = tempfile::tempdir().unwrap();
+    let dir = plugin_dir(&["plugins/workspace.wasm"]);
+    // 64 GiB, sparse: reading it whole would exhaust memory.
+    let f = std::fs::File::create(dir.path().join("huge.wasm")).unwrap();
+    f.set_len(64 << 30).unwrap();
+    let t = std::time::Instant::now();
+    let (mut srv, log) = Server::start_logged(wt.path(), dir.path(), &[]);
+    assert!(names(&srv.list_all_tools()).contains(&"read_file".to_string()));
+    assert!(t.elapsed() < Duration::from_secs(30));
+    srv.shutdown();
+    let log = log.read();
+    assert!(log.contains("huge.wasm: is over 256 MiB"), "{log}");
+}

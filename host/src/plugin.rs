@@ -289,7 +289,7 @@ impl Plugin {
         policy: &TrustPolicy,
         path: &Path,
     ) -> Result<Arc<Plugin>, LoadError> {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = read_bounded(path)?;
         Self::from_bytes_trusted(sandbox, cache, policy, path, &bytes).await
     }
 
@@ -475,6 +475,33 @@ impl Plugin {
         };
         (outcome, stats)
     }
+}
+
+/// Largest plugin file read (the Python sample component is 18 MB): a
+/// bigger file is refused before it is read, not read whole into memory.
+pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
+
+/// The bytes of the plugin file `path`, at most [`MAX_PLUGIN_BYTES`]
+/// (checked on its size first, then on what is read).
+fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let name = path.display();
+    let too_big = || {
+        let cap = MAX_PLUGIN_BYTES >> 20;
+        anyhow::anyhow!("{name}: is over {cap} MiB, the largest plugin file read")
+    };
+    let file = std::fs::File::open(path).with_context(|| format!("reading {name}"))?;
+    if file.metadata().is_ok_and(|m| m.len() > MAX_PLUGIN_BYTES) {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_PLUGIN_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {name}"))?;
+    if bytes.len() as u64 > MAX_PLUGIN_BYTES {
+        return Err(too_big());
+    }
+    Ok(bytes)
 }
 
 /// A call that the host refused something: a disk budget
