@@ -824,3 +824,22 @@ fn a_huge_plugin_file_is_refused_without_being_read_and_the_others_load() {
     let log = log.read();
     assert!(log.contains("huge.wasm: is over 256 MiB"), "{log}");
 }
+
+#[test]
+fn a_grant_section_that_matches_no_plugin_is_reported() {
+    let wt = tempfile::tempdir().unwrap();
+    let dir = plugin_dir(&["plugins/workspace.wasm"]);
+    let (_d, cfg) = config(
+        "[default]\nfilesystem = \"none\"\n[plugins.Workspace]\nfilesystem = \"read-only\"\n",
+    );
+    let (mut srv, log) = Server::start_logged(wt.path(), dir.path(), &["--config", s(&cfg)]);
+    // The case slip leaves workspace to [default]: nothing to read.
+    let r = srv.call("list_dir", json!({"path": "."}));
+    assert!(is_error(&r), "{r}");
+    srv.shutdown();
+    let log = log.read();
+    assert!(
+        log.contains("grant section plugins.\"Workspace\" matches no loaded plugin"),
+        "{log}"
+    );
+}

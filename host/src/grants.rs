@@ -323,6 +323,22 @@ impl Grants {
         Ok(Grants { default, by_key })
     }
 
+    /// The config sections (`NAME` or `sha256:HEX`) that none of
+    /// `plugins` (name, digest) would get: a typo or a case slip there
+    /// silently leaves a plugin to `[default]`, so it is reported.
+    pub fn unmatched<'a>(&'a self, plugins: &[(&str, &str)]) -> Vec<&'a str> {
+        let matches = |key: &str| {
+            plugins
+                .iter()
+                .any(|(name, digest)| key == *name || key.strip_prefix("sha256:") == Some(digest))
+        };
+        self.by_key
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !matches(k))
+            .collect()
+    }
+
     /// The grant of the plugin `name` with `digest` (hex sha256): its
     /// digest's section, else its name's, else `[default]`.
     pub fn for_plugin(&self, name: &str, digest: &str) -> &Grant {

@@ -267,6 +267,13 @@ impl Registry {
         for r in &new.rejections {
             tracing::warn!(plugin = %r.plugin, tool = ?r.tool, "tool not published: {}", r.reason);
         }
+        let ids: Vec<(&str, &str)> = plugins
+            .iter()
+            .map(|p| (p.name.as_str(), p.digest.as_str()))
+            .collect();
+        for key in self.policy.grants.unmatched(&ids) {
+            tracing::warn!("grant section plugins.{key:?} matches no loaded plugin (names are file stems, case-sensitive)");
+        }
         if let Some(allow) = &self.allow {
             for name in allow.iter().filter(|n| new.get(n).is_none()) {
                 tracing::warn!(tool = %name, "allowed tool is not provided by any plugin");
