@@ -2,10 +2,21 @@
 //! appended), and the same summarized at debug level on stderr.
 //!
 //! A line is written however the call ends: a result, an error of any
-//! kind, a timeout, or the request being dropped (`outcome` `cancelled`).
+//! kind, a timeout, the request being dropped (`outcome` `cancelled`), a
+//! result too large for the wire, or a call of a tool that is not
+//! published (`not_allowed` when a loaded plugin's tool is hidden by an
+//! allowlist, `unknown_tool` otherwise).
+//!
+//! The file is the operator's, never a plugin's: it must lie outside the
+//! worktree (a plugin with write access could rewrite it), be a regular
+//! file (or a character device) with no other hard link. Writing it never
+//! holds a call up: a line that cannot be written is counted and logged
+//! at error level (the first failure, then every 100th), and the call
+//! goes on.
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -47,6 +58,10 @@ pub enum AuditOutcome {
     Ok,
     Failed(ErrorKind),
     Cancelled,
+    /// A tool an allowlist hides: it did not run.
+    NotAllowed,
+    /// A tool no loaded plugin declares.
+    UnknownTool,
 }
 
 impl AuditOutcome {
@@ -60,6 +75,8 @@ impl AuditOutcome {
             AuditOutcome::Ok => "ok",
             AuditOutcome::Failed(kind) => kind.as_str(),
             AuditOutcome::Cancelled => "cancelled",
+            AuditOutcome::NotAllowed => "not_allowed",
+            AuditOutcome::UnknownTool => "unknown_tool",
         }
     }
 }
@@ -80,6 +97,8 @@ impl Serialize for AuditOutcome {
 #[derive(Default)]
 pub struct AuditLog {
     file: Option<Mutex<std::fs::File>>,
+    /// Lines that could not be written.
+    lost: AtomicU64,
 }
 
 /// One line of the audit log.
@@ -89,14 +108,15 @@ pub struct AuditRecord {
     pub time: String,
     /// The client's id for the call (`_meta["wasm-mcp/callId"]`), if given.
     pub call_id: Option<String>,
-    pub plugin: String,
+    /// The plugin (null for a tool no loaded plugin declares).
+    pub plugin: Option<String>,
     /// sha256 of the plugin's bytes.
-    pub digest: String,
+    pub digest: Option<String>,
     pub tool: String,
-    pub grant: Arc<Grant>,
+    pub grant: Option<Arc<Grant>>,
     /// The filesystem this tool's calls get (the grant, or read-only when
-    /// the tool claims to be read-only).
-    pub filesystem: Filesystem,
+    /// the tool claims to be read-only); null when it did not run.
+    pub filesystem: Option<Filesystem>,
     /// Bytes of the JSON arguments.
     pub argument_bytes: usize,
     pub duration_ms: f64,
@@ -110,19 +130,19 @@ pub struct AuditRecord {
 }
 
 impl AuditLog {
-    /// Appends to `path` (created if missing); `None` logs to stderr only.
-    pub fn open(path: Option<&Path>) -> Result<AuditLog> {
+    /// Appends to `path` (created if missing), which must lie outside
+    /// `worktree` (see the module doc); `None` logs to stderr only.
+    pub fn open(path: Option<&Path>, worktree: &Path) -> Result<AuditLog> {
         let file = match path {
             None => None,
             Some(p) => Some(Mutex::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .with_context(|| format!("opening audit log {}", p.display()))?,
+                open_outside(p, worktree).with_context(|| format!("audit log {}", p.display()))?,
             )),
         };
-        Ok(AuditLog { file })
+        Ok(AuditLog {
+            file,
+            lost: AtomicU64::new(0),
+        })
     }
 
     /// Whether records are wanted at all (a file, or debug logging).
@@ -130,23 +150,25 @@ impl AuditLog {
         self.file.is_some() || tracing::enabled!(target: "audit", tracing::Level::DEBUG)
     }
 
-    /// Starts the record of a call; it is written when the returned guard
-    /// is finished or dropped.
+    /// Starts the record of a call of `tool` (of `plugin`, whose calls get
+    /// `filesystem`, if it is published); it is written when the returned
+    /// guard is dropped, as `cancelled` unless its outcome was recorded.
     pub fn start<'a>(
         &'a self,
-        plugin: &Plugin,
+        plugin: Option<&Plugin>,
         tool: &str,
-        filesystem: Filesystem,
+        filesystem: Option<Filesystem>,
         argument_bytes: usize,
         call_id: Option<String>,
     ) -> PendingAudit<'a> {
         let record = self.wanted().then(|| AuditRecord {
             time: rfc3339(SystemTime::now()),
             call_id,
-            plugin: plugin.name.clone(),
-            digest: plugin.digest.clone(),
-            tool: tool.to_string(),
-            grant: plugin.grant.clone(),
+            plugin: plugin.map(|p| p.name.clone()),
+            digest: plugin.map(|p| p.digest.clone()),
+            // A client may name any tool: an unknown name is cut.
+            tool: tool.chars().take(200).collect(),
+            grant: plugin.map(|p| p.grant.clone()),
             filesystem,
             argument_bytes,
             duration_ms: 0.0,
@@ -164,7 +186,7 @@ impl AuditLog {
     }
 
     fn write(&self, r: &AuditRecord) {
-        tracing::debug!(target: "audit", call_id = ?r.call_id, plugin = %r.plugin, tool = %r.tool,
+        tracing::debug!(target: "audit", call_id = ?r.call_id, plugin = ?r.plugin, tool = %r.tool,
             outcome = %r.outcome, ms = r.duration_ms, written = r.bytes_written,
             files = r.files_created, peak_memory = r.peak_memory_bytes, "call audited");
         let Some(file) = &self.file else { return };
@@ -174,9 +196,76 @@ impl AuditLog {
         line.push(b'\n');
         let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = f.write_all(&line) {
-            tracing::error!("could not write the audit log: {e}");
+            let lost = self.lost.fetch_add(1, Ordering::Relaxed) + 1;
+            if lost % 100 == 1 {
+                tracing::error!(
+                    lost,
+                    "could not write the audit log: {e}; calls go on, their audit lines are lost"
+                );
+            }
         }
     }
+}
+
+/// Opens `path` for appending after checking it is the operator's: outside
+/// `worktree` (also through symlinks), a regular file with no other hard
+/// link or a character device; never blocks opening (a FIFO is refused).
+fn open_outside(path: &Path, worktree: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+    let resolved = resolve_new(path)?;
+    let tree = worktree
+        .canonicalize()
+        .with_context(|| format!("worktree {}", worktree.display()))?;
+    anyhow::ensure!(
+        !resolved.starts_with(&tree),
+        "it lies inside the worktree {} (as {}), where a plugin with write access could change it: put it outside",
+        tree.display(),
+        resolved.display()
+    );
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW).bits() as i32)
+        .open(&resolved)
+        .context("opening it")?;
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
+    anyhow::ensure!(
+        kind.is_file() || kind.is_char_device(),
+        "it is not a regular file"
+    );
+    anyhow::ensure!(
+        !kind.is_file() || meta.nlink() <= 1,
+        "it has {} hard links: one of them could be where a plugin writes",
+        meta.nlink()
+    );
+    Ok(file)
+}
+
+/// `path` with every symlink resolved, for a file that may not exist yet
+/// (its directory must), also through a link to a missing file.
+fn resolve_new(path: &Path) -> Result<std::path::PathBuf> {
+    let mut path = path.to_path_buf();
+    for _ in 0..40 {
+        if let Ok(p) = path.canonicalize() {
+            return Ok(p);
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
+        match std::fs::read_link(&path) {
+            Ok(target) => path = dir.join(target),
+            Err(_) => {
+                let name = path.file_name().context("it names no file")?;
+                let dir = dir
+                    .canonicalize()
+                    .with_context(|| format!("its directory {}", dir.display()))?;
+                return Ok(dir.join(name));
+            }
+        }
+    }
+    anyhow::bail!("too many levels of symbolic links")
 }
 
 /// The record of a call in flight; written on [`PendingAudit::finish`],
@@ -189,14 +278,22 @@ pub struct PendingAudit<'a> {
 
 impl PendingAudit<'_> {
     /// Records the outcome (`ok` or an error kind with its message) and
-    /// what the call's store used.
-    pub fn finish(mut self, kind: Option<ErrorKind>, error: Option<String>, stats: CallStats) {
+    /// what the call's store used; the line is written when `self` drops.
+    pub fn finish(&mut self, outcome: AuditOutcome, error: Option<String>, stats: CallStats) {
+        self.overrule(outcome, error);
         if let Some(r) = &mut self.record {
-            r.outcome = AuditOutcome::of(kind);
-            r.error = error.map(|m| head_chars(&m, MAX_ERROR_CHARS).to_string());
             r.bytes_written = stats.bytes_written;
             r.files_created = stats.files_created;
             r.peak_memory_bytes = stats.peak_memory_bytes;
+        }
+    }
+
+    /// Replaces the recorded outcome: what the client was sent instead
+    /// (a result too large for the wire).
+    pub fn overrule(&mut self, outcome: AuditOutcome, error: Option<String>) {
+        if let Some(r) = &mut self.record {
+            r.outcome = outcome;
+            r.error = error.map(|m| head_chars(&m, MAX_ERROR_CHARS).to_string());
         }
     }
 }
@@ -251,6 +348,8 @@ mod tests {
         assert_eq!(json(AuditOutcome::of(None)), "ok");
         assert_eq!(json(AuditOutcome::of(Some(ErrorKind::Timeout))), "timeout");
         assert_eq!(json(AuditOutcome::Cancelled), "cancelled");
+        assert_eq!(json(AuditOutcome::NotAllowed), "not_allowed");
+        assert_eq!(json(AuditOutcome::UnknownTool), "unknown_tool");
     }
 
     #[test]

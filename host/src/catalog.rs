@@ -49,6 +49,9 @@ pub struct Catalog {
     pub version: u64,
     /// Sorted by name: pagination order is stable.
     tools: BTreeMap<String, CatalogTool>,
+    /// Tools of loaded plugins that an allowlist (`--allow`, a grant's
+    /// `tools`) keeps unpublished: the plugin that declares each.
+    hidden: BTreeMap<String, Arc<Plugin>>,
     pub rejections: Vec<Rejection>,
 }
 
@@ -158,6 +161,7 @@ impl Catalog {
     /// name wins). `allow`, when set, keeps only the listed tool names.
     pub fn build(version: u64, plugins: &[Arc<Plugin>], allow: Option<&[String]>) -> Catalog {
         let mut tools = BTreeMap::new();
+        let mut hidden = BTreeMap::new();
         let mut rejections = Vec::new();
         for plugin in plugins {
             let pname = plugin.path.display().to_string();
@@ -174,12 +178,11 @@ impl Catalog {
                     rejections.push(reject("declared twice by the same plugin".into()));
                     continue;
                 }
-                if let Some(allow) = allow {
-                    if !allow.iter().any(|a| a == &raw.name) {
-                        continue;
-                    }
-                }
-                if !plugin.grant.allows_tool(&raw.name) {
+                let allowed = allow.is_none_or(|a| a.iter().any(|n| n == &raw.name));
+                if !allowed || !plugin.grant.allows_tool(&raw.name) {
+                    hidden
+                        .entry(raw.name.clone())
+                        .or_insert_with(|| plugin.clone());
                     continue;
                 }
                 if tools.contains_key(&raw.name) {
@@ -200,15 +203,22 @@ impl Catalog {
                 }
             }
         }
+        hidden.retain(|name, _| !tools.contains_key(name));
         Catalog {
             version,
             tools,
+            hidden,
             rejections,
         }
     }
 
     pub fn get(&self, name: &str) -> Option<&CatalogTool> {
         self.tools.get(name)
+    }
+
+    /// The plugin whose tool `name` an allowlist keeps unpublished.
+    pub fn hidden(&self, name: &str) -> Option<&Arc<Plugin>> {
+        self.hidden.get(name)
     }
 
     pub fn len(&self) -> usize {

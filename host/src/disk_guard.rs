@@ -28,6 +28,7 @@ use wasmtime_wasi::p2::{
 };
 
 use crate::disk_budget::{CallBudget, Charge, Cost, Exceeded};
+use crate::sandbox::DirId;
 
 impl std::error::Error for Exceeded {}
 
@@ -51,6 +52,8 @@ impl From<Exceeded> for FsError {
 pub struct GuardedFs<'a> {
     pub fs: WasiFilesystemCtxView<'a>,
     pub budget: &'a CallBudget,
+    /// The empty root of a `none` or narrowed grant (see `sandbox`).
+    pub empty_root: Option<DirId>,
 }
 
 struct Guarded;
@@ -112,6 +115,20 @@ impl GuardedFs<'_> {
             self.budget.deny();
         }
         Ok(())
+    }
+
+    /// Whether `fd` is the empty root: it is there to catch writes, and a
+    /// listing of it is refused (`not-permitted`), so a narrowed grant's
+    /// `/` looks as absent as before, not like an empty worktree.
+    fn is_empty_root(&self, fd: &Resource<Descriptor>) -> FsResult<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let Some(root) = self.empty_root else {
+            return Ok(false);
+        };
+        Ok(match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) => d.dir.metadata().is_ok_and(|m| (m.dev(), m.ino()) == root),
+            Descriptor::File(_) => false,
+        })
     }
 
     /// Whether `path` names nothing yet (so creating it adds an entry).
@@ -356,6 +373,9 @@ impl HostDescriptor for GuardedFs<'_> {
         &mut self,
         fd: Resource<types::Descriptor>,
     ) -> FsResult<Resource<types::DirectoryEntryStream>> {
+        if self.is_empty_root(&fd)? {
+            return Err(ErrorCode::NotPermitted.into());
+        }
         self.fs.read_directory(fd).await
     }
 

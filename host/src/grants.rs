@@ -68,6 +68,22 @@ struct GrantSpec {
 }
 
 impl GrantSpec {
+    /// Refuses a budget of 0 where it would make every call fail (a zero
+    /// concurrency share was silently 1 before; a zero timeout or memory
+    /// limit is a typo, not a grant). Write budgets may be 0: no writes.
+    fn refuse_zeros(&self, what: &str) -> Result<()> {
+        let zero = [
+            ("timeout_ms", self.timeout_ms == Some(0)),
+            ("memory_mb", self.memory_mb == Some(0)),
+            ("max_output_bytes", self.max_output_bytes == Some(0)),
+            ("max_concurrency", self.max_concurrency == Some(0)),
+        ];
+        match zero.iter().find(|(_, z)| *z) {
+            Some((field, _)) => bail!("grant {what}: {field} must be at least 1"),
+            None => Ok(()),
+        }
+    }
+
     /// `self`, with its missing fields taken from `base`.
     fn over(&self, base: &GrantSpec) -> GrantSpec {
         GrantSpec {
@@ -165,6 +181,7 @@ impl Grant {
         let over = |field: &str, flag: &str, cap: String| {
             anyhow::anyhow!("grant {what}: {field} exceeds the server's maximum of {cap} ({flag})")
         };
+        spec.refuse_zeros(what)?;
         let server = &max.grant;
         let mut g = server.clone();
         g.source = what.to_string();
@@ -219,7 +236,7 @@ impl Grant {
                     max.slots.to_string(),
                 ));
             }
-            g.max_concurrency = n.max(1);
+            g.max_concurrency = n;
         }
         g.tools = spec.tools.clone();
         Ok(g)
@@ -234,15 +251,32 @@ struct Maxima {
     slots: usize,
 }
 
+/// The key a config section is looked up by: a plugin name as written, or
+/// `sha256:` and 64 hex digits, lowercased (a digest key that is not one
+/// would never match, silently leaving the plugin to `[default]`).
+fn section_key(key: &str) -> Result<String> {
+    let Some(hex) = key.strip_prefix("sha256:") else {
+        return Ok(key.to_string());
+    };
+    let ok = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+    anyhow::ensure!(ok, "{key:?} is not `sha256:` and 64 hex digits");
+    Ok(format!("sha256:{}", hex.to_ascii_lowercase()))
+}
+
 /// A subdirectory of the worktree as a grant may name it: relative, only
-/// normal components (no `..`, `.`, root or prefix), not empty.
+/// normal components (no `..`, `.`, root or prefix), not empty; returned
+/// with its components joined by one `/` (as it is preopened).
 fn check_rel_dir(p: &str, what: &str) -> Result<String> {
     let path = Path::new(p);
     let normal = path.components().all(|c| matches!(c, Component::Normal(_)));
-    if p.is_empty() || !normal || p.contains('\\') {
+    if p.is_empty() || !normal || p.contains('\\') || p.contains('\0') {
         bail!("grant {what}: path {p:?} must be a relative subdirectory of the worktree without `..` or `.`");
     }
-    Ok(path.to_string_lossy().trim_end_matches('/').to_string())
+    let parts: Vec<_> = path
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect();
+    Ok(parts.join("/"))
 }
 
 /// Every plugin's grant: the config file's sections, resolved and checked
@@ -280,9 +314,29 @@ impl Grants {
         for (key, spec) in &file.plugins {
             let what = format!("plugins.{key:?}");
             let grant = Grant::resolve(&spec.over(&file.default), &max, &what)?;
-            by_key.insert(key.clone(), grant);
+            let key = section_key(key).with_context(|| format!("grant {what}"))?;
+            anyhow::ensure!(
+                by_key.insert(key.clone(), grant).is_none(),
+                "grant {what}: {key} has two sections"
+            );
         }
         Ok(Grants { default, by_key })
+    }
+
+    /// The config sections (`NAME` or `sha256:HEX`) that none of
+    /// `plugins` (name, digest) would get: a typo or a case slip there
+    /// silently leaves a plugin to `[default]`, so it is reported.
+    pub fn unmatched<'a>(&'a self, plugins: &[(&str, &str)]) -> Vec<&'a str> {
+        let matches = |key: &str| {
+            plugins
+                .iter()
+                .any(|(name, digest)| key == *name || key.strip_prefix("sha256:") == Some(digest))
+        };
+        self.by_key
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !matches(k))
+            .collect()
     }
 
     /// The grant of the plugin `name` with `digest` (hex sha256): its
@@ -314,12 +368,13 @@ mod tests {
 
     #[test]
     fn a_digest_section_wins_over_the_name_and_fields_fall_back_to_default() {
-        let g = parse(
+        let ab = "ab".repeat(32);
+        let g = parse(&format!(
             "[default]\ntimeout_ms = 500\n[plugins.w]\nfilesystem = \"read-write\"\n\
-             [plugins.\"sha256:ab\"]\nfilesystem = \"none\"\n",
-        )
+             [plugins.\"sha256:{ab}\"]\nfilesystem = \"none\"\n",
+        ))
         .unwrap();
-        assert_eq!(g.for_plugin("w", "ab").filesystem, Filesystem::None);
+        assert_eq!(g.for_plugin("w", &ab).filesystem, Filesystem::None);
         assert_eq!(g.for_plugin("w", "cd").timeout, Duration::from_millis(500));
     }
 
@@ -332,6 +387,14 @@ mod tests {
             ("[plugins.w]\nfilesytem = \"none\"\n", "unknown field"),
             ("[plugins.w]\npaths = [\"../x\"]\n", "without `..`"),
             ("[plugins.w]\npaths = [\"/etc\"]\n", "without `..`"),
+            (
+                "[plugins.w]\nmax_concurrency = 0\n",
+                "max_concurrency must be at least 1",
+            ),
+            (
+                "[default]\ntimeout_ms = 0\n",
+                "timeout_ms must be at least 1",
+            ),
         ] {
             let e = format!("{:#}", parse(text).unwrap_err());
             assert!(e.contains(want), "{text}: {e}");
@@ -342,6 +405,33 @@ mod tests {
             Filesystem::ReadOnly,
         );
         assert!(format!("{:#}", ro.unwrap_err()).contains("--read-only"));
+    }
+
+    #[test]
+    fn digest_sections_are_checked_and_matched_whatever_their_case() {
+        let upper = "AB".repeat(32);
+        let g = parse(&format!(
+            "[plugins.\"sha256:{upper}\"]\nfilesystem = \"none\"\n"
+        ))
+        .unwrap();
+        let digest = upper.to_ascii_lowercase();
+        assert_eq!(g.for_plugin("w", &digest).filesystem, Filesystem::None);
+        for bad in [
+            "sha256:abc",
+            "sha256:",
+            &format!("sha256:{}", "zz".repeat(32)),
+        ] {
+            let e = format!(
+                "{:#}",
+                parse(&format!("[plugins.\"{bad}\"]\n")).unwrap_err()
+            );
+            assert!(e.contains("64 hex digits"), "{bad}: {e}");
+        }
+        let twice = format!("[plugins.\"sha256:{upper}\"]\n[plugins.\"sha256:{digest}\"]\n");
+        assert!(format!("{:#}", parse(&twice).unwrap_err()).contains("two sections"));
+        let g = parse("[plugins.w]\npaths = [\"src//x/\", \"a/./b\"]\n").unwrap();
+        let paths = g.for_plugin("w", "00").paths.clone().unwrap();
+        assert_eq!(paths, ["src/x", "a/b"]);
     }
 
     #[test]

@@ -47,6 +47,11 @@ enum Cmd {
         /// Lock file [default: plugins.lock in the plugin dir].
         #[arg(long)]
         lock: Option<PathBuf>,
+        /// Also trust this minisign public key (a file or the base64 key;
+        /// repeatable): under `--locked` every plugin must be signed by a
+        /// key of the lock.
+        #[arg(long = "key", value_name = "KEY")]
+        keys: Vec<String>,
     },
     /// Write a new minisign key pair without a password (tests, automation).
     Keygen {
@@ -382,26 +387,31 @@ fn trust(c: &CommonArgs, sandbox: &Sandbox) -> Result<Trust> {
         None => Grants::server_only(sandbox.limits(), max_fs),
     };
     let mut policy = TrustPolicy::open(grants);
-    if t.locked {
-        let path = lock_path(t.lock.as_deref(), &c.plugins);
-        policy.lock = Some(PluginLock::read(&path)?);
-    }
     policy.keys = t
         .verify
         .iter()
         .map(|k| TrustedKey::load(k))
         .collect::<Result<_>>()?;
-    let audit = AuditLog::open(t.audit_log.as_deref())?;
+    if t.locked {
+        let path = lock_path(t.lock.as_deref(), &c.plugins);
+        let lock = PluginLock::read(&path)?;
+        policy.keys.extend(lock.trusted_keys(&path)?);
+        policy.lock = Some(lock);
+    }
+    let audit = AuditLog::open(t.audit_log.as_deref(), &c.worktree)?;
     Ok(Trust { policy, audit })
 }
 
-fn lock(plugins: &Path, lock: Option<&Path>) -> Result<()> {
+fn lock(plugins: &Path, lock: Option<&Path>, keys: &[String]) -> Result<()> {
     let path = lock_path(lock, plugins);
     let mut pins = if path.is_file() {
         PluginLock::read(&path)?
     } else {
         PluginLock::default()
     };
+    for k in keys {
+        pins.trust_key(&TrustedKey::load(k)?);
+    }
     for name in pins.pin_dir(plugins)? {
         eprintln!("pinned {name} {}", pins.plugins[&name].sha256);
     }
@@ -512,7 +522,8 @@ async fn run() -> std::process::ExitCode {
         Cmd::Lock {
             plugins,
             lock: file,
-        } => lock(&plugins, file.as_deref()),
+            keys,
+        } => lock(&plugins, file.as_deref(), &keys),
         Cmd::Keygen { secret, public } => signing::keygen(&secret, &public),
         Cmd::Sign { key, plugins } => sign_all(&key, &plugins),
         Cmd::Call { common, tool, args } => {

@@ -4,9 +4,15 @@
 //! refused, at start-up and on every hot reload.
 //!
 //! ```toml
+//! keys = ["RWQ…"]          # optional: minisign public keys (base64)
+//!
 //! [plugins.workspace]
 //! sha256 = "3f1c…"
 //! ```
+//!
+//! Keys in the lock are trusted keys under `--locked`, as if given with
+//! `--verify`: every plugin must then also carry a signature by one of
+//! them (or by a `--verify` key).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +21,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::sha256_hex;
+use crate::signing::TrustedKey;
 
 /// File name of the lock when `--lock` is not given (in the plugin dir).
 pub const DEFAULT_LOCK_FILE: &str = "plugins.lock";
@@ -29,6 +36,10 @@ pub struct Pin {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginLock {
+    /// Trusted minisign public keys (base64 lines): under `--locked` every
+    /// plugin must be signed by one of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
     #[serde(default)]
     pub plugins: BTreeMap<String, Pin>,
 }
@@ -84,6 +95,23 @@ impl PluginLock {
         Ok(pinned)
     }
 
+    /// The lock's keys, checked (a key that does not parse refuses the lock).
+    pub fn trusted_keys(&self, origin: &Path) -> Result<Vec<TrustedKey>> {
+        let origin = format!("lock file {}", origin.display());
+        self.keys
+            .iter()
+            .map(|k| TrustedKey::from_base64(k, &origin))
+            .collect()
+    }
+
+    /// Adds `key` to the trusted keys (once).
+    pub fn trust_key(&mut self, key: &TrustedKey) {
+        let b64 = key.to_base64();
+        if !self.keys.contains(&b64) {
+            self.keys.push(b64);
+        }
+    }
+
     /// Refuses a plugin that is not pinned, or pinned to other bytes.
     pub fn check(&self, name: &str, digest: &str) -> Result<()> {
         match self.plugins.get(name) {
@@ -130,5 +158,19 @@ mod tests {
         lock.write(&path).unwrap();
         assert_eq!(PluginLock::read(&path).unwrap(), lock);
         assert_eq!(lock.plugins["a"].sha256, sha256_hex(b"one"));
+        // With a trusted key, added once.
+        crate::signing::keygen(&dir.path().join("k"), &dir.path().join("k.pub")).unwrap();
+        let key = TrustedKey::load(dir.path().join("k.pub").to_str().unwrap()).unwrap();
+        lock.trust_key(&key);
+        lock.trust_key(&key);
+        lock.write(&path).unwrap();
+        let read = PluginLock::read(&path).unwrap();
+        assert_eq!((read.keys.len(), &read), (1, &lock));
+        assert_eq!(
+            read.trusted_keys(&path).unwrap()[0].to_base64(),
+            key.to_base64()
+        );
+        lock.keys.push("garbage".into());
+        assert!(lock.trusted_keys(&path).is_err());
     }
 }

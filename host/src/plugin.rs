@@ -67,7 +67,8 @@ pub enum CallError {
     Host(String),
     /// No slot for the call freed up before its deadline; nothing ran.
     Busy(Slot),
-    /// The tool tried to change the worktree where its grant is read-only
+    /// The tool tried to change the worktree where its grant allows no
+    /// writes: read-only, `none`, or outside its granted subdirectories
     /// (its outcome is replaced by this, whatever it returned).
     PermissionDenied { tool_said: Option<String> },
 }
@@ -132,7 +133,7 @@ impl std::fmt::Display for CallError {
                 }
             }
             CallError::PermissionDenied { tool_said } => {
-                f.write_str("permission denied: the tool tried to write to the worktree, and its grant is read-only")?;
+                f.write_str("permission denied: the tool tried to change the worktree where its grant allows no writes (read-only, no filesystem, or outside its granted paths), and the change was refused")?;
                 match tool_said {
                     Some(m) => write!(f, "; the tool reported: {m}"),
                     None => Ok(()),
@@ -288,7 +289,7 @@ impl Plugin {
         policy: &TrustPolicy,
         path: &Path,
     ) -> Result<Arc<Plugin>, LoadError> {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = read_bounded(path)?;
         Self::from_bytes_trusted(sandbox, cache, policy, path, &bytes).await
     }
 
@@ -474,6 +475,33 @@ impl Plugin {
         };
         (outcome, stats)
     }
+}
+
+/// Largest plugin file read (the Python sample component is 18 MB): a
+/// bigger file is refused before it is read, not read whole into memory.
+pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
+
+/// The bytes of the plugin file `path`, at most [`MAX_PLUGIN_BYTES`]
+/// (checked on its size first, then on what is read).
+fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let name = path.display();
+    let too_big = || {
+        let cap = MAX_PLUGIN_BYTES >> 20;
+        anyhow::anyhow!("{name}: is over {cap} MiB, the largest plugin file read")
+    };
+    let file = std::fs::File::open(path).with_context(|| format!("reading {name}"))?;
+    if file.metadata().is_ok_and(|m| m.len() > MAX_PLUGIN_BYTES) {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_PLUGIN_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {name}"))?;
+    if bytes.len() as u64 > MAX_PLUGIN_BYTES {
+        return Err(too_big());
+    }
+    Ok(bytes)
 }
 
 /// A call that the host refused something: a disk budget

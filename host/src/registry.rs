@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::task::JoinSet;
 
-use crate::audit::AuditLog;
+use crate::audit::{AuditLog, AuditOutcome, PendingAudit};
 use crate::cache::ComponentCache;
 use wasm_mcp_protocol::ErrorKind;
 
@@ -28,9 +28,31 @@ use crate::trust::TrustPolicy;
 /// reloads the plugin).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamp {
+    file: FileStamp,
+    signature: Option<FileStamp>,
+}
+
+/// What changes whenever a file's bytes may have: size, modification
+/// time, and the inode and its change time (which no one can set back:
+/// a copy-in with the old size and `touch -r` is still noticed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
     len: u64,
     modified: Option<SystemTime>,
-    signature: Option<(u64, Option<SystemTime>)>,
+    inode: (u64, u64),
+    changed: (i64, i64),
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode: (meta.dev(), meta.ino()),
+            changed: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
 }
 
 /// The outcome of a tool call as the server reports it.
@@ -134,12 +156,11 @@ fn scan(dir: &Path) -> Result<Vec<(PathBuf, Stamp)>> {
         }
         let signature = std::fs::metadata(signature_path(&path))
             .ok()
-            .map(|m| (m.len(), m.modified().ok()));
+            .map(|m| FileStamp::of(&m));
         out.push((
             path,
             Stamp {
-                len: meta.len(),
-                modified: meta.modified().ok(),
+                file: FileStamp::of(&meta),
                 signature,
             },
         ));
@@ -246,6 +267,13 @@ impl Registry {
         for r in &new.rejections {
             tracing::warn!(plugin = %r.plugin, tool = ?r.tool, "tool not published: {}", r.reason);
         }
+        let ids: Vec<(&str, &str)> = plugins
+            .iter()
+            .map(|p| (p.name.as_str(), p.digest.as_str()))
+            .collect();
+        for key in self.policy.grants.unmatched(&ids) {
+            tracing::warn!("grant section plugins.{key:?} matches no loaded plugin (names are file stems, case-sensitive)");
+        }
         if let Some(allow) = &self.allow {
             for name in allow.iter().filter(|n| new.get(n).is_none()) {
                 tracing::warn!(tool = %name, "allowed tool is not provided by any plugin");
@@ -303,36 +331,61 @@ impl Registry {
         self.call_observed(catalog, name, args, None, |_| {}).await
     }
 
-    /// [`Registry::call`] with the client's id for the call (recorded in
-    /// the audit log), telling `stage` where the call is as it goes. The
-    /// call's deadline (its plugin's grant) starts now: it waits for a slot
-    /// at most half of it (then it is `busy`, having run nothing), so an
-    /// admitted call always has at least the other half to run. Dropping
-    /// the returned future ends the call wherever it is (its guest within
-    /// one epoch tick) and releases its slots.
+    /// [`Registry::call_audited`], its audit line written at once.
     pub async fn call_observed(
         &self,
         catalog: &Catalog,
         name: &str,
         args: Value,
         call_id: Option<String>,
-        mut stage: impl FnMut(CallStage) + Send,
+        stage: impl FnMut(CallStage) + Send,
     ) -> Option<Outcome> {
+        let (outcome, _audit) = self.call_audited(catalog, name, args, call_id, stage).await;
+        outcome
+    }
+
+    /// [`Registry::call`] with the client's id for the call (recorded in
+    /// the audit log), telling `stage` where the call is as it goes; the
+    /// outcome (`None`: no such tool is published) comes with its audit
+    /// line, written when it drops (the caller may overrule the outcome
+    /// with what it sent instead). The
+    /// call's deadline (its plugin's grant) starts now: it waits for a slot
+    /// at most half of it (then it is `busy`, having run nothing), so an
+    /// admitted call always has at least the other half to run. Dropping
+    /// the returned future ends the call wherever it is (its guest within
+    /// one epoch tick) and releases its slots.
+    pub async fn call_audited(
+        &self,
+        catalog: &Catalog,
+        name: &str,
+        args: Value,
+        call_id: Option<String>,
+        mut stage: impl FnMut(CallStage) + Send,
+    ) -> (Option<Outcome>, PendingAudit<'_>) {
         let arrived = Instant::now();
-        let tool = catalog.get(name)?;
+        let args_text = args.to_string();
+        let Some(tool) = catalog.get(name) else {
+            return (
+                None,
+                self.audit_unpublished(catalog, name, &args_text, call_id),
+            );
+        };
         let plugin = &tool.plugin;
         let timeout = plugin.grant.timeout;
         let (admit_by, deadline) = (arrived + timeout / 2, arrived + timeout);
-        let args_text = args.to_string();
-        let audit = self
-            .audit
-            .start(plugin, name, tool.filesystem, args_text.len(), call_id);
+        let mut audit = self.audit.start(
+            Some(plugin),
+            name,
+            Some(tool.filesystem),
+            args_text.len(),
+            call_id,
+        );
         let validation = wasm_mcp_protocol::Validation::shared();
         // Validation hands the same value back: `args_text` is what runs.
         if let Err(e) = validation.validate(&tool.input, args).await {
-            let kind = Some(ErrorKind::InvalidArguments);
-            audit.finish(kind, Some(e.to_string()), CallStats::default());
-            return Some(Outcome::InvalidArguments(e.to_string()));
+            let outcome = AuditOutcome::Failed(ErrorKind::InvalidArguments);
+            audit.finish(outcome, Some(e.to_string()), CallStats::default());
+            return (Some(Outcome::InvalidArguments(e.to_string())), audit);
         }
         let started = Instant::now();
         let admitted = match self.try_admit(plugin) {
@@ -369,9 +422,32 @@ impl Registry {
                 Err(e) => Outcome::ContractViolation(e),
             },
         };
-        audit.finish(outcome.kind(), outcome.error_message(), stats);
+        let audited = AuditOutcome::of(outcome.kind());
+        audit.finish(audited, outcome.error_message(), stats);
         tracing::debug!(tool = name, elapsed_us, "call done");
-        Some(outcome)
+        (Some(outcome), audit)
+    }
+
+    /// The audit line of a call of a tool that is not published: hidden
+    /// by an allowlist (`not_allowed`, naming the plugin that declares
+    /// it) or declared by no loaded plugin (`unknown_tool`).
+    fn audit_unpublished(
+        &self,
+        catalog: &Catalog,
+        name: &str,
+        args_text: &str,
+        call_id: Option<String>,
+    ) -> PendingAudit<'_> {
+        let hidden = catalog.hidden(name);
+        let mut audit =
+            self.audit
+                .start(hidden.map(|p| &**p), name, None, args_text.len(), call_id);
+        let (outcome, why) = match hidden {
+            Some(_) => (AuditOutcome::NotAllowed, "the tool is not on its allowlist"),
+            None => (AuditOutcome::UnknownTool, "no loaded plugin declares this tool"),
+        };
+        audit.finish(outcome, Some(why.into()), CallStats::default());
+        audit
     }
 
     /// Both slots of [`Registry::admit`] when they are free now.

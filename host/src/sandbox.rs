@@ -76,6 +76,9 @@ pub struct StoreState {
     pub disk: CallBudget,
     pub stdout: LogPipe,
     pub stderr: LogPipe,
+    /// The empty root preopened under a `none` or narrowed grant (its
+    /// listing is refused, see `disk_guard`).
+    pub empty_root: Option<DirId>,
 }
 
 impl StoreState {
@@ -105,7 +108,53 @@ pub struct Sandbox {
     disk_usage: Arc<WorktreeUsage>,
     /// `Some(wall time)` when clocks are frozen.
     frozen_at: Option<std::time::Duration>,
+    /// Preopened as `/` where a grant gives less than the whole worktree.
+    empty_root: Option<EmptyRoot>,
     _ticker: EpochTicker,
+}
+
+/// A directory's identity (device, inode).
+pub type DirId = (u64, u64);
+
+/// An empty directory that can never hold anything: made in the temp dir,
+/// opened, then removed (the kernel refuses to create entries in a removed
+/// directory). Preopened read-only as `/` for a `none` grant, and below the
+/// granted subdirectories of a narrowed one, so that a write anywhere a
+/// grant does not reach is a host call through a read-only descriptor
+/// (reported as `permission_denied`) instead of failing inside the guest,
+/// where the host never sees it.
+struct EmptyRoot {
+    fd: std::os::fd::OwnedFd,
+    id: DirId,
+}
+
+impl EmptyRoot {
+    fn new() -> Result<EmptyRoot> {
+        use std::os::unix::fs::MetadataExt;
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let name = format!("wasm-mcp-empty-{}-{nanos}-{seq}", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
+        let opened = std::fs::File::open(&path);
+        let removed = std::fs::remove_dir(&path);
+        let file = opened?;
+        removed?;
+        let meta = file.metadata()?;
+        Ok(EmptyRoot {
+            id: (meta.dev(), meta.ino()),
+            fd: file.into(),
+        })
+    }
+
+    fn proc_path(&self) -> String {
+        use std::os::fd::AsRawFd;
+        format!("/proc/self/fd/{}", self.fd.as_raw_fd())
+    }
 }
 
 impl Sandbox {
@@ -128,6 +177,7 @@ impl Sandbox {
                 table: &mut s.table,
             },
             budget: &s.disk,
+            empty_root: s.empty_root,
         })?;
         let worktree = match worktree {
             Some(w) => Some(
@@ -146,6 +196,9 @@ impl Sandbox {
                 .unwrap_or_default();
             std::time::Duration::from_secs(now.as_secs())
         });
+        let empty_root = EmptyRoot::new()
+            .inspect_err(|e| tracing::warn!("no empty root for narrowed grants: {e:#}"))
+            .ok();
         Ok(Sandbox {
             engine,
             linker,
@@ -154,6 +207,7 @@ impl Sandbox {
             limits,
             disk_usage: Arc::default(),
             frozen_at,
+            empty_root,
             _ticker: ticker,
         })
     }
@@ -187,12 +241,8 @@ impl Sandbox {
     /// `with_fs`), the server's memory and disk limits.
     pub fn new_store(&self, with_fs: bool, deadline: Instant) -> Result<Store<StoreState>> {
         let grant = self.server_grant();
-        let fs = if with_fs {
-            grant.filesystem
-        } else {
-            Filesystem::None
-        };
-        self.new_store_for(&grant, fs, deadline)
+        let fs = with_fs.then_some(grant.filesystem);
+        self.build_store(&grant, fs, deadline)
     }
 
     /// A fresh store under `grant`, whose filesystem is `fs` (the grant's,
@@ -204,6 +254,17 @@ impl Sandbox {
         &self,
         grant: &Grant,
         fs: Filesystem,
+        deadline: Instant,
+    ) -> Result<Store<StoreState>> {
+        self.build_store(grant, Some(fs), deadline)
+    }
+
+    /// A store under `grant` with the filesystem `fs` (`None`: no
+    /// preopened directory at all, as `list-tools` runs).
+    fn build_store(
+        &self,
+        grant: &Grant,
+        fs: Option<Filesystem>,
         deadline: Instant,
     ) -> Result<Store<StoreState>> {
         let stdout = LogPipe::new(self.limits.max_log_bytes);
@@ -221,10 +282,10 @@ impl Sandbox {
             b.wall_clock(FrozenWall(at))
                 .monotonic_clock(FrozenMonotonic);
         }
-        let fs = fs.min(self.max_filesystem());
-        if let (Some(perms), Some(w)) = (fs_perms(fs), &self.worktree) {
-            preopen(&mut b, w, grant.paths.as_deref(), perms)?;
-        }
+        let empty_root = match fs {
+            Some(fs) => self.preopen(&mut b, grant, fs.min(self.max_filesystem()))?,
+            None => None,
+        };
         let memory = grant.memory_bytes.min(self.limits.memory_bytes);
         let state = StoreState {
             wasi: b.build(),
@@ -233,6 +294,7 @@ impl Sandbox {
             disk: CallBudget::new(grant.disk, self.disk_usage.clone()),
             stdout,
             stderr,
+            empty_root,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -251,6 +313,42 @@ impl Sandbox {
     }
 }
 
+impl Sandbox {
+    /// Preopens what `grant` gives with `fs`: the worktree (or its granted
+    /// subdirectories) and, where that is less than the whole worktree,
+    /// the empty root as `/` (whose id is returned).
+    fn preopen(
+        &self,
+        b: &mut WasiCtxBuilder,
+        grant: &Grant,
+        fs: Filesystem,
+    ) -> Result<Option<DirId>> {
+        let Some(w) = &self.worktree else {
+            return Ok(None);
+        };
+        let perms = fs_perms(fs);
+        if let (Some(perms), None) = (perms, &grant.paths) {
+            b.preopened_dir(w, "/", perms)
+                .map_err(anyhow::Error::from)
+                .context("preopening the worktree")?;
+            return Ok(None);
+        }
+        let root = match &self.empty_root {
+            Some(root) => {
+                b.preopened_dir(root.proc_path(), "/", FsPerms::ReadOnly)
+                    .map_err(anyhow::Error::from)
+                    .context("preopening the empty root")?;
+                Some(root.id)
+            }
+            None => None,
+        };
+        if let (Some(perms), Some(paths)) = (perms, &grant.paths) {
+            preopen_paths(b, w, paths, perms)?;
+        }
+        Ok(root)
+    }
+}
+
 fn fs_perms(fs: Filesystem) -> Option<FsPerms> {
     match fs {
         Filesystem::None => None,
@@ -259,25 +357,18 @@ fn fs_perms(fs: Filesystem) -> Option<FsPerms> {
     }
 }
 
-/// Preopens the worktree as `/`, or, when the grant is narrowed to
-/// `paths`, each of those subdirectories at its own path (`/src`, ...), so
-/// tools see the same paths as in the worktree and nothing beside them.
-/// A subdirectory is opened from the worktree one component at a time
+/// Preopens each of a narrowed grant's subdirectories at its own path
+/// (`/src`, ...), so tools see the same paths as in the worktree and
+/// nothing beside them. A subdirectory is opened from the worktree one component at a time
 /// without following symlinks (a `src` swapped for a link to `/` is not
 /// granted; a missing one is skipped), and that very directory is
 /// preopened through `/proc/self/fd`: no path is resolved twice.
-fn preopen(
+fn preopen_paths(
     b: &mut WasiCtxBuilder,
     worktree: &Path,
-    paths: Option<&[String]>,
+    paths: &[String],
     perms: FsPerms,
 ) -> Result<()> {
-    let Some(paths) = paths else {
-        b.preopened_dir(worktree, "/", perms)
-            .map_err(anyhow::Error::from)
-            .context("preopening the worktree")?;
-        return Ok(());
-    };
     for rel in paths {
         match open_beneath(worktree, rel) {
             Ok(fd) => {

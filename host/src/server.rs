@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 
 use wasm_mcp_protocol::{decode_cursor, encode_cursor, ErrorKind};
 
+use crate::audit::{AuditOutcome, PendingAudit};
 use crate::cancel::unless_cancelled;
 use crate::progress::Progress;
 use crate::registry::{Outcome, Registry};
@@ -201,7 +202,7 @@ impl ServerHandler for McpServer {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let progress = Progress::for_request(&context, &name);
         let call = self.observed_call(&name, args, call_id, progress.as_ref());
-        let Some(outcome) = unless_cancelled(&context, &name, call).await else {
+        let Some((outcome, mut audit)) = unless_cancelled(&context, &name, call).await else {
             // Never sent: rmcp drops the response of a cancelled request.
             let text = format!("{name}: cancelled by the client");
             return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
@@ -215,8 +216,18 @@ impl ServerHandler for McpServer {
         if let Some(p) = &progress {
             p.done(outcome.summary()).await;
         }
+        let kind = outcome.kind();
         let (result, hint) = tool_result(&name, outcome, self.text_mirror_bytes, &context.id);
         let mut result = fit_response(result, hint, &context.id, &name, self.max_response_bytes);
+        if kind != Some(ErrorKind::OutputTooLarge)
+            && sent_kind(&result) == Some(ErrorKind::OutputTooLarge)
+        {
+            audit.overrule(
+                AuditOutcome::Failed(ErrorKind::OutputTooLarge),
+                Some(text_of_error(&result)),
+            );
+        }
+        drop(audit);
         stamp_server_info(&mut result.meta, &context);
         Ok(result.into())
     }
@@ -267,27 +278,47 @@ fn stamp_server_info(meta: &mut Option<MetaObject>, context: &RequestContext<Rol
     }
 }
 
+/// The error kind a result carries (`_meta["wasm-mcp/errorKind"]`).
+fn sent_kind(result: &CallToolResult) -> Option<ErrorKind> {
+    let kind = result
+        .meta
+        .as_ref()?
+        .get(wasm_mcp_protocol::ERROR_KIND_META)?;
+    ErrorKind::parse(kind.as_str()?)
+}
+
+/// The text of an error result's first block.
+fn text_of_error(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}
+
 impl McpServer {
     /// Runs one call against the current catalog, reporting its stages
-    /// when the request asked for progress.
+    /// when the request asked for progress; the outcome comes with its
+    /// pending audit line.
     async fn observed_call(
         &self,
         name: &str,
         args: Value,
         call_id: Option<String>,
         progress: Option<&Progress>,
-    ) -> Option<Outcome> {
+    ) -> (Option<Outcome>, PendingAudit<'_>) {
         let catalog = self.registry.catalog();
         let Some(progress) = progress else {
             let call = self
                 .registry
-                .call_observed(&catalog, name, args, call_id, |_| {});
+                .call_audited(&catalog, name, args, call_id, |_| {});
             return call.await;
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let call = self
             .registry
-            .call_observed(&catalog, name, args, call_id, move |stage| {
+            .call_audited(&catalog, name, args, call_id, move |stage| {
                 let _ = tx.send(stage);
             });
         let (outcome, ()) = tokio::join!(call, progress.forward(rx));

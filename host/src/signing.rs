@@ -20,6 +20,48 @@ pub fn signature_path(plugin: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Largest signature file read (a minisign signature is under 1 KiB;
+/// its trusted comment is one line).
+pub const MAX_SIGNATURE_BYTES: u64 = 64 << 10;
+
+/// The text of `plugin`'s signature file: `None` when there is none;
+/// refused when it is not a regular file (a link to `/dev/zero` or a
+/// FIFO), larger than [`MAX_SIGNATURE_BYTES`], or not UTF-8.
+pub fn read_signature(plugin: &Path) -> Result<Option<String>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = signature_path(plugin);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&path);
+    let file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => bail!("cannot open its signature file {}: {e}", path.display()),
+    };
+    anyhow::ensure!(
+        file.metadata()?.is_file(),
+        "its signature file {} is not a regular file",
+        path.display()
+    );
+    let mut bytes = Vec::new();
+    file.take(MAX_SIGNATURE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
+    anyhow::ensure!(
+        bytes.len() as u64 <= MAX_SIGNATURE_BYTES,
+        "its signature file {} is over {MAX_SIGNATURE_BYTES} bytes: not a minisign signature",
+        path.display()
+    );
+    String::from_utf8(bytes).map(Some).map_err(|_| {
+        anyhow!(
+            "its signature file {} is not a minisign signature (not UTF-8)",
+            path.display()
+        )
+    })
+}
+
 /// One trusted public key.
 #[derive(Clone)]
 pub struct TrustedKey {
@@ -49,6 +91,23 @@ impl TrustedKey {
             key,
             origin: spec.to_string(),
         })
+    }
+}
+
+impl TrustedKey {
+    /// A minisign public key's base64 line (as a lock file lists it).
+    pub fn from_base64(b64: &str, origin: &str) -> Result<TrustedKey> {
+        let key = PublicKey::from_base64(b64.trim())
+            .map_err(|e| anyhow!("{origin}: {b64:?} is not a minisign public key: {e}"))?;
+        Ok(TrustedKey {
+            key,
+            origin: origin.to_string(),
+        })
+    }
+
+    /// The key's base64 line.
+    pub fn to_base64(&self) -> String {
+        self.key.to_base64()
     }
 }
 

@@ -6,17 +6,18 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::grants::{Grant, Grants};
 use crate::pinning::{plugin_name, PluginLock};
-use crate::signing::{signature_path, verify, TrustedKey};
+use crate::signing::{read_signature, verify, TrustedKey};
 
 #[derive(Debug, Clone)]
 pub struct TrustPolicy {
     /// `--locked`: the lock every plugin must match.
     pub lock: Option<PluginLock>,
-    /// `--verify`: a plugin must be signed by one of these (when not empty).
+    /// `--verify` and the lock's `keys`: a plugin must be signed by one of
+    /// these (when not empty).
     pub keys: Vec<TrustedKey>,
     pub grants: Grants,
 }
@@ -55,7 +56,7 @@ impl TrustPolicy {
             lock.check(&name, digest)?;
         }
         if !self.keys.is_empty() {
-            let sig = std::fs::read_to_string(signature_path(path)).ok();
+            let sig = read_signature(path).with_context(|| format!("plugin {name:?}"))?;
             verify(&name, bytes, sig.as_deref(), &self.keys)?;
         }
         let grant = Arc::new(self.grants.for_plugin(&name, digest).clone());

@@ -59,7 +59,84 @@ pub fn tools() -> Vec<Tool> {
         ),
         t("sleep_forever", obj(json!({}), &[]), None),
         t("sleep_far", obj(json!({}), &[]), None),
+        t(
+            "fs_mutate",
+            obj(
+                json!({"op": {"enum": MUTATIONS}, "path": s(), "to": s()}),
+                &["op", "path"],
+            ),
+            None,
+        ),
     ]
+}
+
+/// Every way `fs_mutate` changes the filesystem, one WASI call each.
+pub const MUTATIONS: [&str; 12] = [
+    "create",
+    "write",
+    "write_read_only_fd",
+    "truncate",
+    "append",
+    "rename",
+    "remove",
+    "rmdir",
+    "mkdir",
+    "symlink",
+    "hardlink",
+    "set_times",
+];
+
+/// One change at `path` (`to`: the second path of rename, link and
+/// symlink), reported as it went; the tool claims success either way so
+/// the host, not the plugin, decides the outcome.
+fn mutate(op: &str, path: &str, to: &str) -> std::io::Result<()> {
+    use std::fs::{File, OpenOptions};
+    use std::io::Write;
+    match op {
+        "create" => File::create_new(path).map(drop),
+        "write" => OpenOptions::new().write(true).open(path)?.write_all(b"x"),
+        // A descriptor opened for reading, written anyway (fd_write).
+        "write_read_only_fd" => File::open(path)?.write_all(b"x"),
+        "truncate" => File::open(path)?.set_len(0),
+        "append" => OpenOptions::new().append(true).open(path)?.write_all(b"x"),
+        "rename" => std::fs::rename(path, to),
+        "remove" => std::fs::remove_file(path),
+        "rmdir" => std::fs::remove_dir(path),
+        "mkdir" => std::fs::create_dir(path),
+        "symlink" => symlink(to, path),
+        "hardlink" => std::fs::hard_link(path, to),
+        "set_times" => File::open(path)?.set_modified(std::time::UNIX_EPOCH),
+        _ => Err(std::io::Error::other(format!("unknown op {op}"))),
+    }
+}
+
+/// `path_symlink` straight from the preview1 import (std has no stable
+/// `symlink` on WASI), relative to fd 3: the first preopen, `/`.
+#[cfg(target_os = "wasi")]
+fn symlink(target: &str, link: &str) -> std::io::Result<()> {
+    #[link(wasm_import_module = "wasi_snapshot_preview1")]
+    extern "C" {
+        fn path_symlink(
+            old: *const u8,
+            old_len: usize,
+            fd: i32,
+            new: *const u8,
+            new_len: usize,
+        ) -> u16;
+    }
+    let link = link.trim_start_matches('/');
+    // SAFETY: both pointers and lengths describe live UTF-8 buffers.
+    let errno =
+        unsafe { path_symlink(target.as_ptr(), target.len(), 3, link.as_ptr(), link.len()) };
+    match errno {
+        0 => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e as i32)),
+    }
+}
+
+#[cfg(not(target_os = "wasi"))]
+fn symlink(target: &str, link: &str) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
 }
 
 /// Error: (is_unknown_tool, message). Everything else is reported as io.
@@ -160,6 +237,10 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
         "sleep_far" => loop {
             std::thread::sleep(std::time::Duration::from_nanos(u64::MAX));
         },
+        "fs_mutate" => {
+            let result = mutate(&arg("op"), &arg("path"), &arg("to"));
+            json!({"op": arg("op"), "error": result.err().map(|e| e.to_string())})
+        }
         _ => return Err((true, format!("unknown tool `{name}`"))),
     })
 }
@@ -213,7 +294,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 15);
+        assert_eq!(super::tools().len(), 16);
         assert_eq!(
             super::call("bad_output", "{}").unwrap()["n"],
             "not a number"
