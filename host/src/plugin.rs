@@ -248,6 +248,38 @@ impl From<anyhow::Error> for LoadError {
     }
 }
 
+/// The largest component file the host reads (`serve` and `inspect`):
+/// the Python and JavaScript samples, interpreter included, are under 20 MB.
+pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// Reads the component file at `path`, refusing one over
+/// [`MAX_COMPONENT_BYTES`] before reading it; never reads more than that,
+/// even from a file that grows meanwhile or has no size (a device, a FIFO).
+pub fn read_component(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let reading = || format!("reading {}", path.display());
+    let file = std::fs::File::open(path).with_context(reading)?;
+    let len = file.metadata().with_context(reading)?.len();
+    let too_large = || {
+        anyhow::anyhow!(
+            "{}: over {} MiB, the largest component this host reads",
+            path.display(),
+            MAX_COMPONENT_BYTES >> 20
+        )
+    };
+    if len > MAX_COMPONENT_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(MAX_COMPONENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(reading)?;
+    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
@@ -288,7 +320,7 @@ impl Plugin {
         policy: &TrustPolicy,
         path: &Path,
     ) -> Result<Arc<Plugin>, LoadError> {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = read_component(path)?;
         Self::from_bytes_trusted(sandbox, cache, policy, path, &bytes).await
     }
 
