@@ -137,3 +137,330 @@ fn ctrl_c_during_a_hanging_call_keeps_the_work_and_exits_130() {
     );
     assert_eq!(events.last().unwrap()["kind"], "task_end");
 }
+
+const ASK_TASK: &str = r#"
+id = "asked"
+prompt = "write two files"
+[scripted]
+final_message = "done"
+[[scripted.steps]]
+tool = "write_file"
+args = { path = "NOTES.md", content = "approved at the prompt\n" }
+[[scripted.steps]]
+tool = "write_file"
+args = { path = "MORE.md", content = "approved by always\n" }
+"#;
+
+/// A policy whose `write_file` needs approval (`ask`, ask_default deny).
+fn ask_policy(dir: &std::path::Path, plugins: &std::path::Path) -> std::path::PathBuf {
+    let policy = write_policy(dir, plugins, &[], &["write_file"], &[], 60_000);
+    let text = std::fs::read_to_string(&policy).unwrap();
+    let asked = text.replace("approval = \"auto\"", "approval = \"ask\"");
+    assert_ne!(text, asked);
+    std::fs::write(&policy, asked).unwrap();
+    policy
+}
+
+fn shell_quote(p: &std::path::Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// On a terminal (a pty made by `script`), `approval = "ask"` prompts with
+/// the server, tool and arguments; `a` approves this call and the next one of
+/// the same tool without asking again.
+#[test]
+fn ask_prompts_on_a_terminal_and_always_is_remembered() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: `script` (util-linux) not found");
+        return;
+    }
+    let repo = sample_repo();
+    let scratch = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let policy = ask_policy(scratch.path(), plugins.path());
+    let task = scratch.path().join("task.toml");
+    std::fs::write(&task, ASK_TASK).unwrap();
+    let cmd = format!(
+        "{} run-task --provider scripted --policy {} --task {} --out-dir {}",
+        shell_quote(&agent_bin()),
+        shell_quote(&policy),
+        shell_quote(&task),
+        shell_quote(&scratch.path().join("runs")),
+    );
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-f", "-c", &cmd, "/dev/null"])
+        .current_dir(repo.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !text().contains("run it?") {
+        assert!(Instant::now() < deadline, "no prompt:\n{}", text());
+        assert!(child.try_wait().unwrap().is_none(), "exited:\n{}", text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    use std::io::Write;
+    stdin.write_all(b"a\n").unwrap();
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit:\n{}", text());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(stdin);
+    reader.join().unwrap();
+    let out = text();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert_eq!(out.matches("approval needed").count(), 1, "{out}");
+    assert!(
+        out.contains("server `ws`, tool `write_file`") && out.contains("\"path\": \"NOTES.md\""),
+        "{out}"
+    );
+    let branch = git(
+        repo.path(),
+        &["branch", "--list", "agent/*", "--format=%(refname:short)"],
+    );
+    let branch = branch.trim();
+    assert_eq!(
+        git(repo.path(), &["show", &format!("{branch}:NOTES.md")]),
+        "approved at the prompt\n"
+    );
+    assert_eq!(
+        git(repo.path(), &["show", &format!("{branch}:MORE.md")]),
+        "approved by always\n"
+    );
+}
+
+/// Ctrl-C typed at the prompt (the pty turns `^C` into SIGINT for the
+/// foreground group): the prompt is a "no" at once, the run stops and exits
+/// 130, and the MCP server, in its own process group, was not hit by the
+/// terminal's signal: it is closed in order, not lost.
+#[test]
+fn ctrl_c_typed_at_the_prompt_stops_the_run() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: `script` (util-linux) not found");
+        return;
+    }
+    let repo = sample_repo();
+    let scratch = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let policy = ask_policy(scratch.path(), plugins.path());
+    let task = scratch.path().join("task.toml");
+    std::fs::write(&task, ASK_TASK).unwrap();
+    let runs = scratch.path().join("runs");
+    let cmd = format!(
+        "{} run-task --provider scripted --policy {} --task {} --out-dir {}",
+        shell_quote(&agent_bin()),
+        shell_quote(&policy),
+        shell_quote(&task),
+        shell_quote(&runs),
+    );
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-f", "-c", &cmd, "/dev/null"])
+        .current_dir(repo.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+    }
+    let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !text().contains("run it?") {
+        assert!(Instant::now() < deadline, "no prompt:\n{}", text());
+        assert!(child.try_wait().unwrap().is_none(), "exited:\n{}", text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    use std::io::Write;
+    stdin.write_all(b"\x03").unwrap();
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit after ^C:\n{}", text());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(stdin);
+    let out = text();
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(out.contains("INTERRUPTED"), "{out}");
+    let run_dir = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let trace = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap();
+    let events: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let call = events
+        .iter()
+        .find(|e| e["kind"] == "tool_call")
+        .expect("the asked call ended (not abandoned after the cancel grace)");
+    assert!(
+        call["result"].as_str().unwrap().contains("not approved"),
+        "{call}"
+    );
+    let closed = events
+        .iter()
+        .find(|e| e["kind"] == "server_closed")
+        .expect("server closed");
+    assert_eq!(closed["state"], "Closed", "{closed}");
+    assert_eq!(
+        git(repo.path(), &["branch", "--list", "agent/*"]).trim(),
+        ""
+    );
+}
+
+/// Without a terminal the same policy falls back to `ask_default` (deny):
+/// no prompt, nothing written, no branch left.
+#[test]
+fn ask_without_a_terminal_uses_ask_default() {
+    let repo = sample_repo();
+    let scratch = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let policy = ask_policy(scratch.path(), plugins.path());
+    let task = scratch.path().join("task.toml");
+    std::fs::write(&task, ASK_TASK).unwrap();
+    let out = Command::new(agent_bin())
+        .args(["run-task", "--provider", "scripted", "--policy"])
+        .arg(&policy)
+        .arg("--task")
+        .arg(&task)
+        .arg("--out-dir")
+        .arg(scratch.path().join("runs"))
+        .current_dir(repo.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("approval needed"), "{err}");
+    assert!(err.contains("not approved"), "{err}");
+    assert!(err.contains("no changes"), "{err}");
+    let branches = git(repo.path(), &["branch", "--list", "agent/*"]);
+    assert!(branches.trim().is_empty(), "{branches}");
+}
+
+/// A second Ctrl-C exits at once (130), and nothing is lost: the work is
+/// either committed on the branch or still in the worktree.
+#[test]
+fn a_second_ctrl_c_exits_at_once_and_loses_nothing() {
+    let repo = sample_repo();
+    let scratch = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let policy = write_policy(
+        scratch.path(),
+        plugins.path(),
+        &["--timeout-ms", "120000"],
+        &["write_file", "spin"],
+        &[],
+        120_000,
+    );
+    let task = scratch.path().join("task.toml");
+    std::fs::write(&task, TASK).unwrap();
+    let mut child = Command::new(agent_bin())
+        .args(["run-task", "--provider", "scripted", "--policy"])
+        .arg(&policy)
+        .arg("--task")
+        .arg(&task)
+        .arg("--out-dir")
+        .arg(scratch.path().join("runs"))
+        .current_dir(repo.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !rx
+        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .expect("spin call never started")
+        .contains("→ ws.spin")
+    {}
+    let pid = child.id().to_string();
+    for _ in 0..2 {
+        assert!(Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit after a second Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let branch = git(
+        repo.path(),
+        &["branch", "--list", "agent/*", "--format=%(refname:short)"],
+    );
+    let branch = branch.trim();
+    let committed = Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args(["show", &format!("{branch}:NOTES.md")])
+        .output()
+        .unwrap();
+    let in_worktree = std::fs::read_dir(repo.path().join(".worktrees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|d| d.path().join("NOTES.md").is_file());
+    assert!(
+        committed.status.success() || in_worktree,
+        "the work is neither committed on {branch:?} nor in its worktree"
+    );
+}

@@ -164,3 +164,79 @@ fn a_refused_server_is_reported_once() {
         "{stderr}"
     );
 }
+
+/// The binary as a user runs it: progress and the summary (branch, commit,
+/// diffstat, the `git diff` hint) on stderr, nothing on stdout; `--json`
+/// puts the trace as JSON lines on stdout; `--discard` leaves no branch.
+#[test]
+fn the_binary_prints_where_the_work_is_and_json_goes_to_stdout() {
+    let repo = sample_repo();
+    let scratch = tempfile::tempdir().unwrap();
+    let plugins = support::plugin("plugins/workspace.wasm")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let tools = ["read_file", "list_dir", "search", "write_file"];
+    let policy = support::write_policy(scratch.path(), &plugins, &[], &tools, &[], 30_000);
+    let task = support::repo_root().join("tasks/sample.toml");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(support::agent_bin())
+            .args(["run-task", "--provider", "scripted", "--policy"])
+            .arg(&policy)
+            .arg("--task")
+            .arg(&task)
+            .arg("--out-dir")
+            .arg(scratch.path().join("runs"))
+            .args(extra)
+            .current_dir(repo.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(out.stdout.is_empty(), "stdout is for --json only");
+    let branch = git(
+        repo.path(),
+        &["branch", "--list", "agent/*", "--format=%(refname:short)"],
+    );
+    let branch = branch.trim();
+    let commit = git(repo.path(), &["rev-parse", branch]);
+    let base = git(repo.path(), &["rev-parse", "main"]);
+    assert!(err.contains("round 1"), "{err}");
+    assert!(err.contains("→ ws.write_file (mcp_ws_write_file_"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "work committed on branch {branch} (commit {}",
+            commit.trim()
+        )),
+        "{err}"
+    );
+    assert!(err.contains(" NOTES.md | "), "diffstat: {err}");
+    assert!(
+        err.contains(&format!("git diff {}...{branch}", &base.trim()[..12])),
+        "{err}"
+    );
+    git(repo.path(), &["branch", "-D", branch]);
+
+    let out = run(&["--json", "--discard"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let kinds: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+            v["kind"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("task_start"));
+    assert_eq!(kinds.last().map(String::as_str), Some("task_end"));
+    assert!(kinds.iter().any(|k| k == "tool_call"));
+    assert!(err.contains("work discarded"), "{err}");
+    assert_eq!(
+        git(repo.path(), &["branch", "--list", "agent/*"]).trim(),
+        ""
+    );
+}

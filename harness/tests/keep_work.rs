@@ -357,6 +357,14 @@ async fn a_30000_level_tree_is_committed_or_dropped_and_removed() {
     let c = committed(&report);
     let files = git_ok(&env.repo(), &["ls-tree", "--name-only", &c.commit]);
     assert!(files.lines().any(|f| f == "NOTES.md"), "{files}");
+    // Past PATH_MAX git cannot read (or ever check out) the tree: said, not silent.
+    assert!(
+        c.skipped
+            .iter()
+            .any(|s| s.starts_with("deep/d/d/") && s.contains("could not be read")),
+        "{:?}",
+        c.skipped
+    );
     assert!(!report.worktree.exists(), "deep worktree not removed");
     assert_eq!(
         std::fs::read_dir(env.repo().join(".worktrees"))
@@ -366,4 +374,158 @@ async fn a_30000_level_tree_is_committed_or_dropped_and_removed() {
     );
     let wts = git_ok(&env.repo(), &["worktree", "list", "--porcelain"]);
     assert_eq!(wts.matches("worktree ").count(), 1, "{wts}");
+}
+
+/// `git -C dir ARGS` for a tool's own repository (author set, no user config).
+fn tool_git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[tokio::test]
+async fn nested_repos_and_tool_written_ignore_rules_lose_nothing() {
+    let env = Env::new();
+    let act = |wt: &Path| {
+        std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+        // A tool's own repository with a commit, an untracked file, and a
+        // repository inside it; and an empty one (no commit).
+        let n = wt.join("nested");
+        std::fs::create_dir(&n).unwrap();
+        tool_git(&n, &["init", "-q"]);
+        std::fs::write(n.join("tracked.txt"), "t\n").unwrap();
+        tool_git(&n, &["add", "tracked.txt"]);
+        tool_git(&n, &["commit", "-qm", "x"]);
+        std::fs::write(n.join("untracked.txt"), "u\n").unwrap();
+        std::fs::create_dir(n.join("inner")).unwrap();
+        tool_git(&n.join("inner"), &["init", "-q"]);
+        std::fs::write(n.join("inner/deep.txt"), "d\n").unwrap();
+        std::fs::create_dir(wt.join("empty-repo")).unwrap();
+        tool_git(&wt.join("empty-repo"), &["init", "-q"]);
+        std::fs::write(wt.join("empty-repo/file.txt"), "e\n").unwrap();
+        // Ignore rules only a tool wrote hide nothing; the base's still apply.
+        std::fs::write(wt.join(".gitignore"), "*.log\nNOTES.md\nhidden/\n").unwrap();
+        std::fs::create_dir(wt.join("hidden")).unwrap();
+        std::fs::write(wt.join("hidden/.gitignore"), "*\n").unwrap();
+        std::fs::write(wt.join("hidden/work.txt"), "w\n").unwrap();
+        std::fs::write(wt.join("still-ignored.log"), "base rule\n").unwrap();
+        // Attributes only a tool wrote do not convert what is committed.
+        std::fs::write(wt.join(".gitattributes"), "*.txt text eol=lf\n").unwrap();
+        std::fs::write(wt.join("crlf.txt"), "a\r\nb\r\n").unwrap();
+        std::fs::write(wt.join("new\nline.txt"), "nl\n").unwrap();
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let repo = env.repo();
+    let tree = git_ok(&repo, &["ls-tree", "-r", &c.commit]);
+    assert!(!tree.contains("160000"), "a gitlink was committed: {tree}");
+    let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &c.commit]);
+    for f in [
+        "NOTES.md",
+        "nested/tracked.txt",
+        "nested/untracked.txt",
+        "nested/inner/deep.txt",
+        "empty-repo/file.txt",
+        "hidden/work.txt",
+        "hidden/.gitignore",
+        "crlf.txt",
+        "\"new\\nline.txt\"",
+    ] {
+        assert!(files.lines().any(|l| l == f), "{f} not committed: {files}");
+    }
+    assert!(!files.contains("still-ignored.log"), "{files}");
+    assert!(!files.contains(".git-aside"), "{files}");
+    assert_eq!(
+        git_ok(
+            &repo,
+            &["cat-file", "-p", &format!("{}:crlf.txt", c.commit)]
+        ),
+        "a\r\nb"
+    );
+    assert!(
+        c.skipped.iter().any(|s| s.contains("nested/.git")),
+        "{:?}",
+        c.skipped
+    );
+    assert!(!report.worktree.exists());
+}
+
+#[tokio::test]
+async fn a_kept_worktree_keeps_its_nested_repos() {
+    let env = Env::new();
+    let act = |wt: &Path| {
+        let n = wt.join("nested");
+        std::fs::create_dir(&n).unwrap();
+        tool_git(&n, &["init", "-q"]);
+        std::fs::write(n.join("a.txt"), "a\n").unwrap();
+        tool_git(&n, &["add", "a.txt"]);
+        tool_git(&n, &["commit", "-qm", "x"]);
+    };
+    let report = env.run(act, |o| o.keep_worktree = true).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let files = git_ok(&env.repo(), &["ls-tree", "-r", "--name-only", &c.commit]);
+    assert!(files.lines().any(|l| l == "nested/a.txt"), "{files}");
+    let nested = report.worktree.join("nested");
+    assert!(nested.join(".git").is_dir(), "nested .git put back");
+    assert_eq!(git_ok(&nested, &["log", "--format=%s"]), "x");
+}
+
+/// A `.git` file pointing at a fake git dir, and a `.git` symlink to one: the
+/// harness's git never reads them, and a kept worktree gets git's own back.
+#[tokio::test]
+async fn a_dot_git_file_or_link_to_a_fake_git_dir_is_never_used() {
+    for link in [false, true] {
+        let env = Env::new();
+        let scratch = env.dir.path().join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        let (script, marker) = marker_script(&scratch);
+        let fake = scratch.join("fake-git");
+        plant_poisoned_git_dir(&fake, &script);
+        let act = {
+            let (fake, marker) = (fake.clone(), marker.clone());
+            move |wt: &Path| {
+                std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+                std::fs::write(wt.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
+                std::fs::remove_file(wt.join(".git")).unwrap();
+                if link {
+                    std::os::unix::fs::symlink(&fake, wt.join(".git")).unwrap();
+                } else {
+                    std::fs::write(wt.join(".git"), format!("gitdir: {}\n", fake.display()))
+                        .unwrap();
+                }
+                let _ = user_git(wt, &["status", "--short"]);
+                assert!(
+                    marker.exists(),
+                    "the planted .git must be live (link={link})"
+                );
+                std::fs::remove_file(&marker).unwrap();
+            }
+        };
+        let report = env.run(act, |o| o.keep_worktree = true).await;
+        assert!(report.ok(), "{:?}", report.error);
+        let c = committed(&report);
+        let files = git_ok(&env.repo(), &["ls-tree", "-r", "--name-only", &c.commit]);
+        assert!(files.lines().any(|f| f == "NOTES.md"), "{files}");
+        assert!(!marker.exists(), "a planted command ran (link={link})");
+        let meta = std::fs::symlink_metadata(report.worktree.join(".git")).unwrap();
+        assert!(meta.is_file(), "git's own .git file is back (link={link})");
+        git_ok(&report.worktree, &["status", "--short"]);
+        git_ok(&report.worktree, &["diff", "HEAD~1"]);
+        assert!(
+            !marker.exists(),
+            "the user's git ran a planted command (link={link})"
+        );
+        assert!(
+            fake.join("config").exists(),
+            "the link's target was not deleted"
+        );
+    }
 }

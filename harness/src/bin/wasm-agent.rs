@@ -98,8 +98,9 @@ async fn main() {
                 keep_worktree,
                 discard,
                 out_dir,
+                approver: interactive
+                    .then(|| Arc::new(PromptApprover::stdio().with_stop(stop.clone())) as _),
                 stop: Some(stop),
-                approver: interactive.then(|| Arc::new(PromptApprover::stdio()) as _),
                 observer: (!quiet).then(|| progress::printer(Box::new(std::io::stderr()))),
                 ..Default::default()
             };
@@ -120,7 +121,7 @@ async fn main() {
                     }
                 }
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    eprintln!("error: {}", safe_lines(&format!("{e:#}")));
                     2
                 }
             }
@@ -144,10 +145,10 @@ fn summarize(report: &RunReport, progress_shown: bool) {
             "rounds={} tool_calls={} tool_errors={} contract_violations={}",
             r.rounds, r.tool_calls, r.tool_errors, r.contract_violations
         );
-        eprintln!("final: {}", r.final_message);
+        eprintln!("final: {}", safe_lines(&r.final_message));
     }
     if let Some(e) = report.error.as_ref().filter(|_| !progress_shown) {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", safe_lines(e));
     }
     eprintln!("trace: {}", report.trace_path.display());
     match &report.work.work {
@@ -175,7 +176,7 @@ fn summarize(report: &RunReport, progress_shown: bool) {
         WorkOutcome::Discarded => {
             eprintln!("work discarded (--discard): branch and worktree removed")
         }
-        WorkOutcome::NotSaved { error } => eprintln!("work NOT committed: {error}"),
+        WorkOutcome::NotSaved { error } => eprintln!("work NOT committed: {}", safe_lines(error)),
     }
     if report.worktree_kept {
         eprintln!(
@@ -184,6 +185,15 @@ fn summarize(report: &RunReport, progress_shown: bool) {
             report.branch
         );
     }
+}
+
+/// Text from the model, a server or a tool, line by line made safe for the
+/// terminal (no escape sequences act).
+fn safe_lines(s: &str) -> String {
+    s.lines()
+        .map(progress::terminal_safe)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn short(commit: &str) -> &str {

@@ -315,7 +315,7 @@ impl McpToolHandler {
     /// its artifact's reference (the same artifact when a content block
     /// already carried these bytes); `None` when there is nothing to replace.
     async fn redact_binary(&self, stored: &mut StoredContent, structured: &Value) -> Option<Value> {
-        let found = structured_binary::find(structured);
+        let found = structured_binary::find(structured, &stored.digests);
         if found.is_empty() {
             return None;
         }

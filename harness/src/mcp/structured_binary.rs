@@ -24,16 +24,28 @@ pub struct FoundBinary {
 /// URL, or plain base64 (mixed case and digits) that does not decode to
 /// UTF-8 text. Base64 of text is
 /// left alone: it is readable once decoded and may be what the tool meant.
-pub fn find(value: &Value) -> Vec<FoundBinary> {
+///
+/// A shorter string is binary only on a strong signal: a `data:…;base64,`
+/// URL; the `data` / `blob` of an object whose `mimeType` is not text (an
+/// image block's shape); or base64 of the same bytes as a content block of
+/// this result (`known`: their SHA-256), e.g. a tiny image repeated.
+pub fn find(value: &Value, known: &[[u8; 32]]) -> Vec<FoundBinary> {
     let mut found = Vec::new();
-    walk(value, &mut String::new(), &mut found);
+    walk(value, None, known, &mut String::new(), &mut found);
     found
 }
 
-fn walk(value: &Value, pointer: &mut String, found: &mut Vec<FoundBinary>) {
+fn walk(
+    value: &Value,
+    sibling_mime: Option<&str>,
+    known: &[[u8; 32]],
+    pointer: &mut String,
+    found: &mut Vec<FoundBinary>,
+) {
     match value {
         Value::String(s) => {
-            if let Some((mime, bytes)) = decode_binary(s) {
+            let binary = decode_binary(s).or_else(|| decode_short(s, sibling_mime, known));
+            if let Some((mime, bytes)) = binary {
                 found.push(FoundBinary {
                     pointer: pointer.clone(),
                     mime,
@@ -45,16 +57,21 @@ fn walk(value: &Value, pointer: &mut String, found: &mut Vec<FoundBinary>) {
             for (i, item) in items.iter().enumerate() {
                 let len = pointer.len();
                 pointer.push_str(&format!("/{i}"));
-                walk(item, pointer, found);
+                walk(item, None, known, pointer, found);
                 pointer.truncate(len);
             }
         }
         Value::Object(map) => {
+            let mime = ["mimeType", "mime_type", "contentType"]
+                .iter()
+                .find_map(|k| map.get(*k)?.as_str())
+                .filter(|m| !is_text_mime(m));
             for (key, item) in map {
                 let len = pointer.len();
                 pointer.push('/');
                 pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                walk(item, pointer, found);
+                let payload = matches!(key.as_str(), "data" | "blob");
+                walk(item, mime.filter(|_| payload), known, pointer, found);
                 pointer.truncate(len);
             }
         }
@@ -83,6 +100,51 @@ fn decode_binary(s: &str) -> Option<(String, Vec<u8>)> {
         return None;
     }
     Some(("application/octet-stream".into(), bytes))
+}
+
+fn is_text_mime(m: &str) -> bool {
+    let m = m.trim().to_ascii_lowercase();
+    m.starts_with("text/") || m.ends_with("json") || m.ends_with("xml")
+}
+
+/// A string under [`MIN_BINARY_CHARS`] with a strong signal that it is binary.
+fn decode_short(
+    s: &str,
+    sibling_mime: Option<&str>,
+    known: &[[u8; 32]],
+) -> Option<(String, Vec<u8>)> {
+    if let Some(rest) = s.strip_prefix("data:") {
+        let (header, data) = rest.split_once(',')?;
+        let mime = header.strip_suffix(";base64")?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .ok()?;
+        let mime = if mime.is_empty() {
+            "application/octet-stream"
+        } else {
+            mime
+        };
+        return Some((mime.to_string(), bytes));
+    }
+    let data = s.trim();
+    if data.len() < 4
+        || !data
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .ok()?;
+    if let Some(mime) = sibling_mime {
+        return Some((mime.to_string(), bytes));
+    }
+    use sha2::Digest;
+    let digest: [u8; 32] = sha2::Sha256::digest(&bytes).into();
+    known
+        .contains(&digest)
+        .then(|| ("application/octet-stream".to_string(), bytes))
 }
 
 fn decode(data: &str) -> Option<Vec<u8>> {
@@ -129,7 +191,7 @@ mod tests {
             "readable": text_b64,
             "prose": "x".repeat(1000),
         });
-        let found = find(&v);
+        let found = find(&v, &[]);
         let pointers: Vec<&str> = found.iter().map(|f| f.pointer.as_str()).collect();
         assert_eq!(pointers, ["/a~1b~0c", "/image/data", "/list/1"]);
         assert!(found.iter().all(|f| f.bytes == png));
@@ -138,5 +200,29 @@ mod tests {
         let r = replaced(&v, &[("/image/data".into(), "[artifact]".into())]);
         assert_eq!(r["image"]["data"], "[artifact]");
         assert_eq!(v["image"]["data"], b64(&png), "the original is unchanged");
+    }
+
+    #[test]
+    fn a_tiny_image_is_found_by_its_shape_or_its_content_block() {
+        use sha2::Digest;
+        // A 1x1 PNG is 67 bytes: 92 base64 chars, under MIN_BINARY_CHARS.
+        let tiny: Vec<u8> = (0..67u8).map(|i| i.wrapping_mul(37) ^ 0x89).collect();
+        let known: [u8; 32] = sha2::Sha256::digest(&tiny).into();
+        let v = json!({
+            "image": {"type": "image", "data": b64(&tiny), "mimeType": "image/png"},
+            "copy": b64(&tiny),
+            "url": format!("data:image/gif;base64,{}", b64(&tiny)),
+            "id": "AbCdEf0123456789",
+            "doc": {"data": "SGVsbG8=", "mimeType": "text/plain"},
+            "word": "data",
+        });
+        let found = find(&v, &[known]);
+        let pointers: Vec<&str> = found.iter().map(|f| f.pointer.as_str()).collect();
+        assert_eq!(pointers, ["/copy", "/image/data", "/url"]);
+        assert!(found.iter().all(|f| f.bytes == tiny));
+        assert_eq!(found[1].mime, "image/png");
+        // Without the content block, the bare copy is not flagged: short ids stay.
+        let found = find(&v, &[]);
+        assert_eq!(found.len(), 2, "{found:?}");
     }
 }

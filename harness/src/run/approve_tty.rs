@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
+use crate::run::interrupt::Stop;
 use crate::tools::registry::{ApprovalRequest, Approver};
 use crate::BoxFut;
 
@@ -21,6 +22,8 @@ pub struct PromptApprover {
     io: Arc<Mutex<Io>>,
     /// (server, remote tool) pairs answered with `a`.
     always: Arc<Mutex<HashSet<(String, String)>>>,
+    /// Ctrl-C: a pending prompt is answered "no" at once.
+    stop: Option<Stop>,
 }
 
 /// One answer at the prompt.
@@ -46,7 +49,15 @@ impl PromptApprover {
         Self {
             io: Arc::new(Mutex::new((reader, writer))),
             always: Arc::new(Mutex::new(HashSet::new())),
+            stop: None,
         }
+    }
+
+    /// Stop asking when `stop` fires: the prompt waiting then, and any
+    /// later one, is a "no" (the call was never sent, nothing to cancel).
+    pub fn with_stop(mut self, stop: Stop) -> Self {
+        self.stop = Some(stop);
+        self
     }
 
     /// On stdin / stderr.
@@ -70,12 +81,16 @@ fn names(req: &ApprovalRequest<'_>) -> (String, String, String) {
 fn ask(io: &Mutex<Io>, server: &str, tool: &str, local: &str, args: &str) -> Answer {
     let mut guard = io.lock().unwrap_or_else(|e| e.into_inner());
     let (reader, writer) = &mut *guard;
+    let safe = crate::run::progress::terminal_safe;
     let _ = writeln!(
         writer,
-        "\napproval needed: server `{server}`, tool `{tool}` ({local})"
+        "\napproval needed: server `{}`, tool `{}` ({})",
+        safe(server),
+        safe(tool),
+        safe(local)
     );
     for line in args.lines() {
-        let _ = writeln!(writer, "    {line}");
+        let _ = writeln!(writer, "    {}", safe(line));
     }
     let _ = write!(
         writer,
@@ -104,8 +119,11 @@ impl Approver for PromptApprover {
         let (server, tool, local) = names(req);
         let key = (server.clone(), tool.clone());
         let args = serde_json::to_string_pretty(&req.call.args).unwrap_or_default();
-        let (io, always) = (self.io.clone(), self.always.clone());
+        let (io, always, stop) = (self.io.clone(), self.always.clone(), self.stop.clone());
         Box::pin(async move {
+            if stop.as_ref().is_some_and(Stop::is_set) {
+                return false;
+            }
             if always
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -114,10 +132,14 @@ impl Approver for PromptApprover {
                 return true;
             }
             // Reading a terminal blocks: keep it off the async workers.
-            let answer =
-                tokio::task::spawn_blocking(move || ask(&io, &server, &tool, &local, &args))
-                    .await
-                    .unwrap_or(Answer::No);
+            let read = tokio::task::spawn_blocking(move || ask(&io, &server, &tool, &local, &args));
+            let answer = match stop {
+                Some(stop) => tokio::select! {
+                    a = read => a.unwrap_or(Answer::No),
+                    _ = stop.fired() => Answer::No,
+                },
+                None => read.await.unwrap_or(Answer::No),
+            };
             if answer == Answer::Always {
                 always.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
             }
@@ -165,6 +187,41 @@ mod tests {
             annotations: None,
         })
         .await
+    }
+
+    #[tokio::test]
+    async fn ctrl_c_answers_a_waiting_prompt_no() {
+        // A person who does not answer for 4 s (then end of input).
+        struct Never;
+        impl std::io::Read for Never {
+            fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+                std::thread::sleep(std::time::Duration::from_secs(4));
+                Ok(0)
+            }
+        }
+        let (trigger, stop) = crate::run::interrupt::stop_pair();
+        let a = PromptApprover::new(
+            Box::new(std::io::BufReader::new(Never)),
+            Box::new(Shared::default()),
+        )
+        .with_stop(stop);
+        let c = call("write_file");
+        let req = ApprovalRequest {
+            call: &c,
+            annotations: None,
+        };
+        let pending = a.approve(&req);
+        tokio::pin!(pending);
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(200), &mut pending).await;
+        assert!(waited.is_err(), "the prompt waits for an answer");
+        trigger.fire();
+        // At once, not when the reader gives up 4 s later.
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(2), pending)
+            .await
+            .expect("Ctrl-C ends the prompt");
+        assert!(!answer);
+        assert!(!decide(&a, "other").await, "no prompt after Ctrl-C");
     }
 
     #[tokio::test]

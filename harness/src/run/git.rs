@@ -39,6 +39,8 @@ pub struct Git {
     git_dir: PathBuf,
     work_tree: Option<PathBuf>,
     index_file: Option<PathBuf>,
+    /// Read `.gitattributes` from this tree-ish, not from the work tree.
+    attr_source: Option<String>,
     /// `-c filter.<name>.*=` for every driver defined in the repo config.
     filter_overrides: Vec<String>,
 }
@@ -65,12 +67,33 @@ impl Git {
         }
     }
 
+    /// The commit `rev` names in the checkout at `dir` (the user's own, found
+    /// by discovery: `HEAD` is that checkout's, also in a linked worktree).
+    pub fn resolve_commit(dir: &Path, rev: &str) -> Result<String, GitError> {
+        let mut cmd = base_command();
+        let spec = format!("{rev}^{{commit}}");
+        cmd.current_dir(dir).args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &spec,
+        ]);
+        run(cmd, &format!("rev-parse --verify {spec}")).map_err(|e| GitError {
+            message: format!("`{rev}` is not a commit here {}", e.message)
+                .trim()
+                .to_string(),
+            ..e
+        })
+    }
+
     /// The repository whose common git dir is `git_dir` (no work tree).
     pub fn repo(git_dir: &Path) -> Self {
         let mut g = Self {
             git_dir: git_dir.to_path_buf(),
             work_tree: None,
             index_file: None,
+            attr_source: None,
             filter_overrides: Vec::new(),
         };
         g.filter_overrides = g.filter_drivers();
@@ -84,13 +107,30 @@ impl Git {
             git_dir: admin_dir.to_path_buf(),
             work_tree: Some(work_tree.to_path_buf()),
             index_file: None,
+            attr_source: None,
             filter_overrides: self.filter_overrides.clone(),
         }
+    }
+
+    /// The same git dir with another work tree (and the default index).
+    pub fn at_work_tree(&self, work_tree: &Path) -> Self {
+        let mut g = self.clone();
+        g.work_tree = Some(work_tree.to_path_buf());
+        g.index_file = None;
+        g
     }
 
     /// Use a private index file instead of the worktree's own.
     pub fn with_index(mut self, index: &Path) -> Self {
         self.index_file = Some(index.to_path_buf());
+        self
+    }
+
+    /// Take attributes from `tree` (`GIT_ATTR_SOURCE`, git >= 2.40; older
+    /// git ignores it), so a tool-written `.gitattributes` cannot change
+    /// what is committed.
+    pub fn with_attr_source(mut self, tree: &str) -> Self {
+        self.attr_source = Some(tree.to_string());
         self
     }
 
@@ -107,6 +147,43 @@ impl Git {
             .map(|a| a.as_ref().to_string_lossy().into_owned())
             .collect();
         run(cmd, &shown.join(" "))
+    }
+
+    /// Run git with `args`, stdin read from `input` (a file) when given.
+    /// Returns the exit code and raw stdout (paths may not be UTF-8); only a
+    /// failure to start git or death by a signal is an error.
+    pub fn run_raw<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        input: Option<&Path>,
+    ) -> Result<RawOutput, GitError> {
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect();
+        let error = |message: String| GitError {
+            args: shown.join(" "),
+            message,
+        };
+        let mut cmd = self.command();
+        cmd.args(args);
+        if let Some(f) = input {
+            let file =
+                std::fs::File::open(f).map_err(|e| error(format!("open {}: {e}", f.display())))?;
+            cmd.stdin(file);
+        }
+        let out = cmd
+            .output()
+            .map_err(|e| error(format!("cannot run git: {e}")))?;
+        let code = out
+            .status
+            .code()
+            .ok_or_else(|| error(format!("git died: {}", out.status)))?;
+        Ok(RawOutput {
+            code,
+            stdout: out.stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 
     /// The hardened command, ready for arguments.
@@ -126,6 +203,9 @@ impl Git {
         }
         if let Some(i) = &self.index_file {
             cmd.env("GIT_INDEX_FILE", i);
+        }
+        if let Some(a) = &self.attr_source {
+            cmd.env("GIT_ATTR_SOURCE", a);
         }
         cmd
     }
@@ -150,6 +230,21 @@ impl Git {
     }
 }
 
+/// What [`Git::run_raw`] got back.
+#[derive(Debug)]
+pub struct RawOutput {
+    pub code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl RawOutput {
+    /// The NUL-separated records of stdout (`-z` output).
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+        self.stdout.split(|b| *b == 0).filter(|r| !r.is_empty())
+    }
+}
+
 /// git with a clean environment and the forced settings.
 fn base_command() -> Command {
     let mut cmd = Command::new("git");
@@ -164,6 +259,8 @@ fn base_command() -> Command {
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_PAGER", "cat")
         .env("GIT_OPTIONAL_LOCKS", "0")
+        // Messages are parsed (e.g. directories `ls-files` could not open).
+        .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null());
     for f in FORCED {
         cmd.arg("-c").arg(f);

@@ -1,18 +1,20 @@
 //! The end of a task's worktree: commit everything on `agent/<run-id>` and
 //! keep the branch, or drop the work on purpose.
 //!
-//! The commit is built with plumbing only (`read-tree`, `add -A`,
-//! `write-tree`, `commit-tree`, `update-ref`) through [`Git`] with a private
-//! index file: no hooks can run (none is invoked, and `core.hooksPath` is
-//! `/dev/null`), and no config or `.git` written in the worktree is read.
-//! Nested repositories a tool created are never committed as gitlinks (a
-//! gitlink would make a later `git status` run git inside the tool's repo).
+//! The commit is built with plumbing only (`read-tree`, `add -u`,
+//! `update-index`, `write-tree`, `commit-tree`, `update-ref`) through
+//! [`crate::run::git::Git`] with a private index file: no hooks can run
+//! (none is invoked, and `core.hooksPath` is `/dev/null`), and no config,
+//! `.git`, `.gitignore` or `.gitattributes` written in the worktree steers
+//! it ([`crate::run::stage`]). Nested repositories a tool created are
+//! committed as plain files, never as gitlinks (a gitlink would make a later
+//! `git status` run git inside the tool's repo).
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::run::git::GitError;
+use crate::run::stage::stage_all;
 use crate::run::worktree::{Worktree, WorktreeError};
 
 /// What happens to the work at the end of a run.
@@ -124,14 +126,7 @@ pub fn commit_all(
     let index = IndexFile(scratch.join(format!("keep-{}.index", std::process::id())));
     let _ = std::fs::remove_file(&index.0);
     let g = wt.git().with_index(&index.0);
-    g.run(&["read-tree", &head])?;
-    // `--ignore-errors`: an unreadable file is skipped, not the whole commit.
-    let add = g.run(&["add", "-A", "--ignore-errors"]);
-    let mut skipped = Vec::new();
-    if let Err(e) = add {
-        skipped.push(format!("some files could not be added: {}", first_line(&e)));
-    }
-    skipped.extend(drop_new_gitlinks(&g, main, &head)?);
+    let skipped = stage_all(&g, &wt.path, &head, scratch)?;
     let tree = g.run(&["write-tree"])?;
     let base_tree = main.run(&["rev-parse", &format!("{head}^{{tree}}")])?;
     if tree == base_tree {
@@ -155,34 +150,6 @@ pub fn commit_all(
         diffstat,
         skipped,
     }))
-}
-
-/// Remove index entries for nested repositories (mode 160000) that the base
-/// commit did not have. Returns their paths.
-fn drop_new_gitlinks(
-    g: &crate::run::git::Git,
-    main: &crate::run::git::Git,
-    head: &str,
-) -> Result<Vec<String>, GitError> {
-    let gitlinks = |text: String| -> Vec<String> {
-        text.split('\0')
-            .filter(|l| l.starts_with("160000 "))
-            .filter_map(|l| l.split_once('\t').map(|(_, p)| p.to_string()))
-            .collect()
-    };
-    let before = gitlinks(main.run(&["ls-tree", "-r", "-z", head])?);
-    let now = gitlinks(g.run(&["ls-files", "-s", "-z"])?);
-    let mut dropped = Vec::new();
-    for p in now.into_iter().filter(|p| !before.contains(p)) {
-        g.run(&["rm", "--cached", "-q", "--", &p])?;
-        dropped.push(format!("{p} (nested repository)"));
-    }
-    Ok(dropped)
-}
-
-fn first_line(e: &GitError) -> String {
-    let line = e.message.lines().next().unwrap_or("").to_string();
-    crate::run::progress::shorten(&line, 200)
 }
 
 /// A temporary index file, deleted on drop.

@@ -9,6 +9,7 @@ pub mod keep;
 pub mod policy;
 pub mod progress;
 pub mod session;
+pub mod stage;
 pub mod task;
 pub mod trace;
 pub mod worktree;

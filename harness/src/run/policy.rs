@@ -127,6 +127,14 @@ pub struct ServerPolicy {
 fn default_versions() -> Vec<String> {
     vec![DEFAULT_PROTOCOL_VERSION.to_string()]
 }
+
+/// The default allowlist of a JSON `mcpServers` entry: the versions this
+/// client speaks (the newest is offered; a server may answer an older one).
+pub const DESKTOP_PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+fn desktop_versions() -> Vec<String> {
+    DESKTOP_PROTOCOL_VERSIONS.map(String::from).to_vec()
+}
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
@@ -450,7 +458,9 @@ struct JsonServer {
     allowed_tools: Vec<String>,
     #[serde(default, alias = "denied_tools")]
     denied_tools: Vec<String>,
-    #[serde(default = "default_versions", alias = "protocol_versions")]
+    /// Desktop client files never list versions; their servers may answer
+    /// with an older one, which desktop clients accept too.
+    #[serde(default = "desktop_versions", alias = "protocol_versions")]
     protocol_versions: Vec<String>,
     #[serde(default = "default_timeout_ms", alias = "request_timeout_ms")]
     request_timeout_ms: u64,
@@ -458,10 +468,38 @@ struct JsonServer {
     artifacts: ArtifactMode,
     #[serde(default)]
     tools: BTreeMap<String, ToolPolicy>,
+    /// Keys desktop MCP clients (Cline, Roo, Windsurf, Gemini CLI, ...)
+    /// write, so their files load as they are. `disabled` servers are left
+    /// out; `disabledTools` / `excludeTools` are denied. The client's own
+    /// approvals and timeouts (`autoApprove`, `alwaysAllow`, `trust`,
+    /// `timeout`, `includeTools`) are accepted and not used: this policy's
+    /// `allowedTools` and `tools` decide.
+    #[serde(default)]
+    disabled: bool,
+    #[serde(default)]
+    disabled_tools: Vec<String>,
+    #[serde(default)]
+    exclude_tools: Vec<String>,
+    #[serde(default)]
+    transport_type: Option<String>,
+    #[serde(default, rename = "autoApprove")]
+    _auto_approve: Option<serde_json::Value>,
+    #[serde(default, rename = "alwaysAllow")]
+    _always_allow: Option<serde_json::Value>,
+    #[serde(default, rename = "trust")]
+    _trust: Option<serde_json::Value>,
+    #[serde(default, rename = "timeout")]
+    _timeout: Option<serde_json::Value>,
+    #[serde(default, rename = "includeTools")]
+    _include_tools: Option<serde_json::Value>,
+    #[serde(default, rename = "description")]
+    _description: Option<serde_json::Value>,
 }
 
+/// The `mcpServers` file; other top-level keys (a desktop client's own
+/// settings in the same file) are ignored.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 struct JsonPolicy {
     mcp_servers: BTreeMap<String, JsonServer>,
     #[serde(default)]
@@ -499,7 +537,13 @@ impl Policy {
         let raw: JsonPolicy =
             serde_json::from_str(text).map_err(|e| PolicyError::Syntax(e.to_string()))?;
         let mut servers = Vec::new();
-        for (id, s) in raw.mcp_servers {
+        for (id, mut s) in raw.mcp_servers {
+            if s.disabled {
+                continue;
+            }
+            s.kind = s.kind.or(s.transport_type.take());
+            s.denied_tools.append(&mut s.disabled_tools);
+            s.denied_tools.append(&mut s.exclude_tools);
             if let Some(kind) = &s.kind {
                 let fits = match kind.as_str() {
                     "stdio" => s.url.is_none(),
@@ -805,6 +849,45 @@ approval = "auto"
             "deny-first: nothing exposed unless allowed"
         );
         assert_eq!(p.server("notes").unwrap().env["NOTES_TOKEN"], "abc");
+        // An older server's answer is accepted as desktop clients accept it.
+        assert_eq!(fs.protocol_versions, DESKTOP_PROTOCOL_VERSIONS);
+    }
+
+    #[test]
+    fn desktop_client_keys_are_accepted_and_only_narrow_exposure() {
+        // Cline / Roo / Windsurf / Gemini CLI style entries, other settings at the top.
+        let json = r#"{
+  "theme": "dark",
+  "mcpServers": {
+    "fs": {
+      "command": "node", "args": ["server.js", "{worktree}"],
+      "disabled": false, "autoApprove": ["write_file"], "alwaysAllow": [],
+      "timeout": 60, "transportType": "stdio", "trust": true,
+      "allowedTools": ["read_file", "write_file"],
+      "disabledTools": ["write_file"]
+    },
+    "off": {"command": "x", "disabled": true},
+    "gem": {"command": "y", "excludeTools": ["rm"], "includeTools": ["ls"], "description": "d"}
+  }
+}"#;
+        let p = Policy::from_json(json).unwrap();
+        assert!(p.server("off").is_none(), "disabled servers are left out");
+        let fs = p.server("fs").unwrap();
+        assert!(fs.is_exposed("read_file"));
+        assert!(!fs.is_exposed("write_file"), "disabledTools denies");
+        assert_eq!(fs.tool_policy("read_file").approval, Approval::Ask);
+        assert!(p
+            .server("gem")
+            .unwrap()
+            .denied_tools
+            .contains(&"rm".to_string()));
+        let typo = json.replace("\"disabledTools\"", "\"disabledTool\"");
+        assert!(
+            Policy::from_json(&typo).is_err(),
+            "unknown server keys still refused"
+        );
+        let sse = json.replace("\"transportType\": \"stdio\"", "\"transportType\": \"sse\"");
+        assert!(Policy::from_json(&sse).is_err());
     }
 
     #[test]

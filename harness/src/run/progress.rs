@@ -28,6 +28,23 @@ pub fn shorten(s: &str, max: usize) -> String {
     cut
 }
 
+/// `s` safe to print on a terminal: control characters (escape sequences,
+/// carriage returns, newlines) and bidirectional overrides, which a tool or
+/// server could use to redraw or disguise what the user reads, are shown
+/// as `\u{..}` instead of acting.
+pub fn terminal_safe(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c.is_control() || bidi {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -132,7 +149,7 @@ pub fn printer(out: Box<dyn Write + Send>) -> TraceObserver {
     Arc::new(move |ev: &Value| {
         if let Some(line) = render(ev) {
             let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = writeln!(o, "{line}");
+            let _ = writeln!(o, "{}", terminal_safe(&line));
             let _ = o.flush();
         }
     })
@@ -183,6 +200,36 @@ mod tests {
         )
         .unwrap()
         .starts_with("round 2"));
+    }
+
+    #[test]
+    fn nothing_a_server_sends_acts_on_the_terminal() {
+        let out = std::sync::Arc::new(Mutex::new(Vec::<u8>::new()));
+        struct W(std::sync::Arc<Mutex<Vec<u8>>>);
+        impl Write for W {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let print = printer(Box::new(W(out.clone())));
+        let evil = "\u{1b}[2J\u{1b}]52;c;cHduZWQ=\u{7}\rwork committed\nfake\u{202e}txt";
+        print(&json!({"kind": "tool_skipped", "server": "ws", "tool": evil, "reason": evil}));
+        print(&json!({"kind": "server_connect_failed", "server": "ws", "error": evil}));
+        print(&json!({"kind": "task_end", "error": evil}));
+        let shown = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        assert_eq!(shown.lines().count(), 3, "{shown}");
+        assert!(
+            !shown
+                .chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{shown:?}"
+        );
+        assert!(shown.contains("\\u{1b}[2J"), "{shown}");
+        assert_eq!(terminal_safe("plain €"), "plain €");
     }
 
     #[test]

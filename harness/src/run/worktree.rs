@@ -77,8 +77,9 @@ impl Worktree {
         }
         std::fs::create_dir_all(root)?;
         let branch = format!("agent/{run_id}");
-        // Resolve first so a bad ref fails with a clear message.
-        let commit = git.run(&["rev-parse", "--verify", &format!("{base_ref}^{{commit}}")])?;
+        // Resolve first so a bad ref fails with a clear message; in the
+        // caller's checkout, so `HEAD` of a linked worktree is its own.
+        let commit = Git::resolve_commit(repo, base_ref)?;
         let path_arg = path.display().to_string();
         git.run(&[
             "worktree", "add", "--quiet", "-b", &branch, &path_arg, &commit,
@@ -214,6 +215,48 @@ pub(crate) mod tests {
         assert!(!wt.path.exists());
         assert!(git(&["branch", "--list", "agent/*"]).unwrap().is_empty());
         assert!(!git(&["worktree", "list"]).unwrap().contains("t-1"));
+    }
+
+    #[test]
+    fn head_is_the_callers_checkout_also_in_a_linked_worktree() {
+        let d = tempfile::tempdir().unwrap();
+        init_repo(d.path());
+        let linked = d.path().join("linked");
+        let git = |dir: &Path, args: &[&str]| wasm_mcp_harness_testing::git(dir, args);
+        git(
+            d.path(),
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "feature",
+                linked.to_str().unwrap(),
+            ],
+        );
+        std::fs::write(linked.join("f.txt"), "x").unwrap();
+        git(&linked, &["add", "f.txt"]);
+        git(
+            &linked,
+            &[
+                "-c",
+                "user.name=u",
+                "-c",
+                "user.email=u@u",
+                "commit",
+                "-qm",
+                "f",
+            ],
+        );
+        let head = git(&linked, &["rev-parse", "HEAD"]);
+        let mut wt = Worktree::create(&linked, &d.path().join(".worktrees"), "t", "HEAD").unwrap();
+        assert_eq!(
+            wt.base_commit,
+            head.trim(),
+            "based on the linked checkout's HEAD"
+        );
+        assert!(wt.path.join("f.txt").exists());
+        wt.remove().unwrap();
     }
 
     #[test]

@@ -1,0 +1,356 @@
+//! Staging every change in a worktree into a private index, by rules no
+//! tool could have written.
+//!
+//! - Tracked files: `git add -u` (modified and deleted), with attributes
+//!   from the base commit (`GIT_ATTR_SOURCE`), not from a tool-written
+//!   `.gitattributes`.
+//! - New files: `git ls-files -o` with no ignore rules, then filtered by the
+//!   **base commit's** `.gitignore` files (checked out into a scratch dir and
+//!   asked with `git check-ignore --no-index`, plus the repository's
+//!   `info/exclude`) and by the rules as the run left them: a file is left
+//!   out only when both ignore it. The rest is added with
+//!   `git update-index --add`. A `.gitignore` a tool wrote or changed is
+//!   committed; it can un-ignore files but never hide the run's work.
+//! - Nested repositories a tool created (a directory with its own `.git`)
+//!   are committed as plain files: their `.git` is moved aside while staging
+//!   (excluded by pathspec) and put back afterwards. Their history is not
+//!   committed (git cannot hold a `.git` path); they never become gitlinks.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::run::cleanup::remove_tree;
+use crate::run::git::{Git, GitError};
+
+/// Rounds of nested-repository discovery (a repo inside a repo inside ...).
+const MAX_NESTING_ROUNDS: usize = 16;
+/// Per-file failures listed before they are only counted.
+const MAX_LISTED: usize = 20;
+
+/// A worktree path as git prints it (bytes: names need not be UTF-8).
+type GitPath = Vec<u8>;
+
+/// A path for the report (printed on a terminal).
+fn shown(p: &[u8]) -> String {
+    crate::run::progress::terminal_safe(&String::from_utf8_lossy(p))
+}
+
+/// Stage the worktree of `g` (GIT_WORK_TREE `work_tree`, a private index)
+/// onto `head`. Returns what was left out, for the report.
+pub fn stage_all(
+    g: &Git,
+    work_tree: &Path,
+    head: &str,
+    scratch: &Path,
+) -> Result<Vec<String>, GitError> {
+    let g = g.clone().with_attr_source(head);
+    let mut skipped = Vec::new();
+    g.run(&["read-tree", head])?;
+    // `--ignore-errors`: an unreadable file is skipped, not the whole commit.
+    if let Err(e) = g.run(&["add", "-u", "--ignore-errors"]) {
+        skipped.push(format!("some files could not be added: {}", first_line(&e)));
+    }
+    let mut nested = NestedRepos::new(work_tree);
+    let untracked = nested.untracked_files(&g, &mut skipped)?;
+    // Ignored = ignored by the base's rules AND by the rules as the run left
+    // them: a tool's rules can un-ignore (commit more), never hide work.
+    let by_base = BaseIgnores::checkout(&g, head, scratch)?.ignored(&g, &untracked, scratch)?;
+    let by_base: Vec<GitPath> = by_base.into_iter().collect();
+    let ignored = check_ignore(&g, &by_base, scratch)?;
+    let new: Vec<GitPath> = untracked
+        .into_iter()
+        .filter(|p| !ignored.contains(p))
+        .collect();
+    add_files(&g, work_tree, &new, scratch, &mut skipped)?;
+    skipped.extend(nested.hidden.iter().map(|(dir, _)| {
+        format!(
+            "{}/.git (a nested repository's history; its files are committed)",
+            shown(dir)
+        )
+    }));
+    nested.restore();
+    Ok(skipped)
+}
+
+/// Report the directories `git ls-files` warned it could not open
+/// (unreadable, or a path too long to open): their files are not committed.
+fn unreadable_dirs(stderr: &str, skipped: &mut Vec<String>) {
+    const PREFIX: &str = "warning: could not open directory '";
+    let dirs: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(PREFIX))
+        .collect();
+    for d in dirs.iter().take(MAX_LISTED) {
+        let (path, why) = d.rsplit_once("': ").unwrap_or((d, "unreadable"));
+        skipped.push(format!(
+            "{} (directory could not be read: {why})",
+            crate::run::progress::shorten(&crate::run::progress::terminal_safe(path), 160)
+        ));
+    }
+    if dirs.len() > MAX_LISTED {
+        skipped.push(format!(
+            "... and {} more directories that could not be read",
+            dirs.len() - MAX_LISTED
+        ));
+    }
+}
+
+/// `.git` entries of nested repositories, moved aside while staging.
+struct NestedRepos {
+    work_tree: PathBuf,
+    /// The name each nested `.git` is moved to (same directory).
+    aside: String,
+    /// (repository dir, relative to the work tree; its moved `.git`).
+    hidden: Vec<(GitPath, PathBuf)>,
+}
+
+impl NestedRepos {
+    fn new(work_tree: &Path) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        Self {
+            work_tree: work_tree.to_path_buf(),
+            aside: format!(".git-aside-wasm-agent-{}-{nanos}", std::process::id()),
+            hidden: Vec::new(),
+        }
+    }
+
+    /// The pathspec that keeps moved `.git` dirs out of every listing.
+    fn exclude(&self) -> String {
+        format!(":(exclude,glob)**/{}/**", self.aside)
+    }
+
+    /// Every untracked file (no ignore rules), after moving aside the `.git`
+    /// of each nested repository found (git lists such a repo as `dir/`).
+    fn untracked_files(
+        &mut self,
+        g: &Git,
+        skipped: &mut Vec<String>,
+    ) -> Result<Vec<GitPath>, GitError> {
+        for _ in 0..MAX_NESTING_ROUNDS {
+            let out = g.run_raw(&["ls-files", "-o", "-z", "--", ".", &self.exclude()], None)?;
+            if out.code != 0 {
+                return Err(GitError {
+                    args: "ls-files -o".into(),
+                    message: out.stderr,
+                });
+            }
+            unreadable_dirs(&out.stderr, skipped);
+            let (dirs, files): (Vec<&[u8]>, Vec<&[u8]>) =
+                out.records().partition(|r| r.ends_with(b"/"));
+            let mut moved = false;
+            for d in &dirs {
+                moved |= self.move_aside(&d[..d.len() - 1], skipped);
+            }
+            if !moved {
+                for d in dirs {
+                    skipped.push(format!("{} (could not be read)", shown(d)));
+                }
+                return Ok(files.into_iter().map(<[u8]>::to_vec).collect());
+            }
+        }
+        skipped.push("nested repositories more than 16 levels deep".into());
+        let out = g.run_raw(&["ls-files", "-o", "-z", "--", ".", &self.exclude()], None)?;
+        Ok(out
+            .records()
+            .filter(|r| !r.ends_with(b"/"))
+            .map(<[u8]>::to_vec)
+            .collect())
+    }
+
+    /// Move `<dir>/.git` aside. False when there is none or it cannot move.
+    fn move_aside(&mut self, dir: &[u8], skipped: &mut Vec<String>) -> bool {
+        let base = self.work_tree.join(OsStr::from_bytes(dir));
+        let (from, to) = (base.join(".git"), base.join(&self.aside));
+        if std::fs::symlink_metadata(&from).is_err() || std::fs::symlink_metadata(&to).is_ok() {
+            return false;
+        }
+        match std::fs::rename(&from, &to) {
+            Ok(()) => {
+                self.hidden.push((dir.to_vec(), to));
+                true
+            }
+            Err(e) => {
+                skipped.push(format!("{}/.git: cannot move aside: {e}", shown(dir)));
+                false
+            }
+        }
+    }
+
+    /// Put every moved `.git` back (innermost first).
+    fn restore(&mut self) {
+        while let Some((_, moved)) = self.hidden.pop() {
+            if let Some(dir) = moved.parent() {
+                let _ = std::fs::rename(&moved, dir.join(".git"));
+            }
+        }
+    }
+}
+
+impl Drop for NestedRepos {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
+/// The base commit's `.gitignore` files, checked out into a scratch dir.
+struct BaseIgnores {
+    dir: PathBuf,
+}
+
+impl BaseIgnores {
+    fn checkout(g: &Git, head: &str, scratch: &Path) -> Result<Self, GitError> {
+        let dir = scratch.join(format!("ignore-rules-{}", std::process::id()));
+        let _ = remove_tree(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| io_error("scratch dir", &e))?;
+        let index = scratch.join(format!("ignore-rules-{}.index", std::process::id()));
+        let rules = Self { dir };
+        let at = g.at_work_tree(&rules.dir).with_index(&index);
+        let listed = at.run_raw(&["ls-tree", "-r", "-z", "--name-only", head], None)?;
+        let gitignores: Vec<&[u8]> = listed
+            .records()
+            .filter(|p| p.rsplit(|b| *b == b'/').next() == Some(b".gitignore"))
+            .collect();
+        if !gitignores.is_empty() {
+            at.run(&["read-tree", head])?;
+            let list = write_list(scratch, "gitignores", &gitignores)?;
+            let out = at.run_raw(&["checkout-index", "-f", "-z", "--stdin"], Some(&list.0))?;
+            if out.code != 0 {
+                return Err(GitError {
+                    args: "checkout-index".into(),
+                    message: out.stderr,
+                });
+            }
+        }
+        let _ = std::fs::remove_file(&index);
+        Ok(rules)
+    }
+
+    /// The `paths` the base rules (and `info/exclude`) ignore.
+    fn ignored(
+        &self,
+        g: &Git,
+        paths: &[GitPath],
+        scratch: &Path,
+    ) -> Result<HashSet<GitPath>, GitError> {
+        check_ignore(&g.at_work_tree(&self.dir), paths, scratch)
+    }
+}
+
+/// The `paths` that `git check-ignore` (work tree of `g`) says are ignored.
+fn check_ignore(g: &Git, paths: &[GitPath], scratch: &Path) -> Result<HashSet<GitPath>, GitError> {
+    if paths.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let list = write_list(scratch, "check-ignore", paths)?;
+    let out = g.run_raw(
+        &["check-ignore", "--no-index", "-z", "--stdin"],
+        Some(&list.0),
+    )?;
+    // 0: some ignored, 1: none.
+    if out.code > 1 {
+        return Err(GitError {
+            args: "check-ignore".into(),
+            message: out.stderr,
+        });
+    }
+    Ok(out.records().map(<[u8]>::to_vec).collect())
+}
+
+impl Drop for BaseIgnores {
+    fn drop(&mut self) {
+        let _ = remove_tree(&self.dir);
+    }
+}
+
+/// `update-index --add` the new files; one by one when the batch fails
+/// (an unreadable file is then skipped, not the whole commit).
+fn add_files(
+    g: &Git,
+    work_tree: &Path,
+    files: &[GitPath],
+    scratch: &Path,
+    skipped: &mut Vec<String>,
+) -> Result<(), GitError> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let list = write_list(scratch, "new", files)?;
+    let args = ["update-index", "--add", "--replace", "-z", "--stdin"];
+    if g.run_raw(&args, Some(&list.0))?.code == 0 {
+        return Ok(());
+    }
+    let mut failed = 0usize;
+    for f in files {
+        let one = write_list(scratch, "one", &[f])?;
+        let out = g.run_raw(&args, Some(&one.0))?;
+        if out.code != 0 {
+            failed += 1;
+            if failed <= MAX_LISTED {
+                let why = unreadable(work_tree, f).unwrap_or(out.stderr);
+                skipped.push(format!(
+                    "{}: {}",
+                    shown(f),
+                    crate::run::progress::shorten(&why, 200)
+                ));
+            }
+        }
+    }
+    if failed > MAX_LISTED {
+        skipped.push(format!(
+            "... and {} more files that could not be added",
+            failed - MAX_LISTED
+        ));
+    }
+    Ok(())
+}
+
+fn unreadable(work_tree: &Path, f: &[u8]) -> Option<String> {
+    let p = work_tree.join(OsStr::from_bytes(f));
+    let meta = std::fs::symlink_metadata(&p).ok()?;
+    if meta.is_file() {
+        std::fs::File::open(&p).err().map(|e| e.to_string())
+    } else {
+        None
+    }
+}
+
+/// A NUL-separated list in a scratch file, deleted on drop.
+struct ListFile(PathBuf);
+
+impl Drop for ListFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn write_list<P: AsRef<[u8]>>(
+    scratch: &Path,
+    what: &str,
+    items: &[P],
+) -> Result<ListFile, GitError> {
+    let path = scratch.join(format!("{what}-{}.list", std::process::id()));
+    let mut bytes = Vec::new();
+    for i in items {
+        bytes.extend_from_slice(i.as_ref());
+        bytes.push(0);
+    }
+    std::fs::write(&path, bytes).map_err(|e| io_error("list file", &e))?;
+    Ok(ListFile(path))
+}
+
+fn io_error(what: &str, e: &std::io::Error) -> GitError {
+    GitError {
+        args: what.into(),
+        message: e.to_string(),
+    }
+}
+
+fn first_line(e: &GitError) -> String {
+    let line = e.message.lines().next().unwrap_or("").to_string();
+    crate::run::progress::shorten(&line, 200)
+}
