@@ -95,6 +95,14 @@ fn rust_template_builds_answers_and_is_served_over_mcp() {
     // name and version; cargo tells path crates apart by their path
     // relative to the workspace root, hence the copy under vendor/).
     sdk_outputs_come_from_plugins(&dir);
+    // Its README's `cargo test`: the logic and the SDK natively.
+    let native = run(Command::new("cargo")
+        .args(["test", "--quiet"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", repo_root().join("plugins/target"))
+        .env("CARGO_INCREMENTAL", "0"));
+    let summary = String::from_utf8_lossy(&native.stdout);
+    assert!(summary.contains("1 passed"), "{summary}");
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     assert!(manifest.contains(r#"name = "wc-tool""#) && !manifest.contains("{{name}}"));
     // The tool's description is its argument type's doc comment.
