@@ -170,6 +170,17 @@ fn inspect_names_every_missing_import() {
         why.contains("example:missing/api@1.0.0") && why.contains("wasi:cli/environment"),
         "{why}"
     );
+    let why_of = |name: &str| {
+        let m = r["missing_imports"].as_array().unwrap().iter();
+        m.clone().find(|m| m["name"] == name).unwrap()["why"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let api = why_of("example:missing/api@1.0.0");
+    assert!(api.starts_with("not provided by this host: "), "{api}");
+    let env = why_of("wasi:cli/environment@0.2.0");
+    assert!(env.starts_with("provided with another type: "), "{env}");
     let out = inspect(&path, &[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("runnable   NO"), "{text}");
@@ -227,4 +238,67 @@ fn inspect_refuses_hostile_files_cleanly() {
         "{}",
         stderr(&out)
     );
+}
+
+/// A component that imports the sockets the host links (every address is
+/// denied at run time) and wasi:http, which it does not link.
+const NETWORK_IMPORTS: &str = r#"(component
+  (import "wasi:sockets/network@0.2.0" (instance $net
+    (export "network" (type (sub resource)))))
+  (alias export $net "network" (type $network))
+  (import "wasi:sockets/instance-network@0.2.0" (instance
+    (alias outer 1 $network (type $outer))
+    (export "network" (type $n (eq $outer)))
+    (export "instance-network" (func (result (own $n))))))
+  (import "wasi:http/outgoing-handler@0.2.0" (instance (export "handle" (func))))
+)"#;
+
+#[test]
+fn inspect_names_wasi_http_missing_and_sockets_provided() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("net.wasm");
+    std::fs::write(&path, wat::parse_str(NETWORK_IMPORTS).unwrap()).unwrap();
+    let (ok, r) = inspect_json(&path);
+    assert!(!ok, "{r}");
+    let missing = r["missing_imports"].as_array().unwrap();
+    assert_eq!(
+        missing.len(),
+        1,
+        "sockets are linked, only wasi:http is missing: {r}"
+    );
+    assert_eq!(missing[0]["name"], "wasi:http/outgoing-handler@0.2.0");
+    let why = missing[0]["why"].as_str().unwrap();
+    assert!(why.starts_with("not provided by this host: "), "{why}");
+}
+
+/// A file over the component limit is refused from its size, before it is
+/// read (a 3 GiB sparse file: reading it would take 3 GiB of memory), by
+/// `inspect` and by the plugin loader, which keeps serving the others.
+#[test]
+fn a_huge_file_is_refused_without_being_read() {
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let huge = plugins.path().join("huge.wasm");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    let out = inspect(&huge, &[]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("over 256 MiB"), "{}", stderr(&out));
+    let wt = tempfile::tempdir().unwrap();
+    let cache = cache_dir();
+    let out = Command::new(server_bin())
+        .args(["tools", "--worktree"])
+        .arg(wt.path())
+        .arg("--plugins")
+        .arg(plugins.path())
+        .arg("--cache-dir")
+        .arg(&cache)
+        .env("WASM_MCP_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tools: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tools.as_array().map(Vec::len), Some(4), "{tools}");
+    assert!(stderr(&out).contains("over 256 MiB"), "{}", stderr(&out));
 }

@@ -822,7 +822,7 @@ fn a_huge_plugin_file_is_refused_without_being_read_and_the_others_load() {
     assert!(t.elapsed() < Duration::from_secs(30));
     srv.shutdown();
     let log = log.read();
-    assert!(log.contains("huge.wasm: is over 256 MiB"), "{log}");
+    assert!(log.contains("huge.wasm: over 256 MiB"), "{log}");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Linker, LinkerInstance, ResourceType};
@@ -11,7 +11,7 @@ use wasmtime::Engine;
 
 use crate::cache::ComponentCache;
 use crate::catalog::{Catalog, Rejection};
-use crate::plugin::{Compiled, LoadError, Plugin};
+use crate::plugin::{read_component, Compiled, LoadError, Plugin};
 use crate::sandbox::{Sandbox, StoreState};
 use crate::trust::{Admitted, TrustPolicy};
 
@@ -61,7 +61,7 @@ impl From<Rejection> for Refused {
 /// compilable component (unreadable, core module, not wasm, truncated);
 /// everything else is in the report.
 pub async fn inspect(sandbox: &Sandbox, cache: &ComponentCache, path: &Path) -> Result<Report> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = read_component(path)?;
     let compiled = Compiled::new(sandbox, cache, path, &bytes).await?;
     let engine = sandbox.engine();
     let ty = compiled.component.component_type();
@@ -154,10 +154,7 @@ pub fn missing_imports(
             });
             break;
         };
-        let why = e
-            .chain()
-            .nth(1)
-            .map_or_else(|| headline.clone(), |c| c.to_string());
+        let why = why_missing(&e);
         missing.push(MissingImport {
             name: name.clone(),
             why,
@@ -167,6 +164,23 @@ pub fn missing_imports(
         }
     }
     missing
+}
+
+/// Why an import failed wasmtime's type check, from the error's causes
+/// (below its headline): an item the host lacks ("... implementation is
+/// missing": the whole interface, e.g. `wasi:http`, or one of its members)
+/// or one it has with another type.
+fn why_missing(e: &wasmtime::Error) -> String {
+    let causes: Vec<String> = e.chain().skip(1).map(|c| c.to_string()).collect();
+    let absent = causes
+        .last()
+        .is_some_and(|c| c.ends_with("implementation is missing"));
+    let kind = if absent {
+        "not provided by this host"
+    } else {
+        "provided with another type"
+    };
+    format!("{kind}: {}", causes.join(": "))
 }
 
 /// Defines `name` in `li` with the type `item` expects, every function a trap.

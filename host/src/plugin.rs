@@ -249,6 +249,38 @@ impl From<anyhow::Error> for LoadError {
     }
 }
 
+/// The largest component file the host reads (`serve` and `inspect`):
+/// the Python and JavaScript samples, interpreter included, are under 20 MB.
+pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// Reads the component file at `path`, refusing one over
+/// [`MAX_COMPONENT_BYTES`] before reading it; never reads more than that,
+/// even from a file that grows meanwhile or has no size (a device, a FIFO).
+pub fn read_component(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let reading = || format!("reading {}", path.display());
+    let file = std::fs::File::open(path).with_context(reading)?;
+    let len = file.metadata().with_context(reading)?.len();
+    let too_large = || {
+        anyhow::anyhow!(
+            "{}: over {} MiB, the largest component this host reads",
+            path.display(),
+            MAX_COMPONENT_BYTES >> 20
+        )
+    };
+    if len > MAX_COMPONENT_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(MAX_COMPONENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(reading)?;
+    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
@@ -289,7 +321,7 @@ impl Plugin {
         policy: &TrustPolicy,
         path: &Path,
     ) -> Result<Arc<Plugin>, LoadError> {
-        let bytes = read_bounded(path)?;
+        let bytes = read_component(path)?;
         Self::from_bytes_trusted(sandbox, cache, policy, path, &bytes).await
     }
 
@@ -475,33 +507,6 @@ impl Plugin {
         };
         (outcome, stats)
     }
-}
-
-/// Largest plugin file read (the Python sample component is 18 MB): a
-/// bigger file is refused before it is read, not read whole into memory.
-pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
-
-/// The bytes of the plugin file `path`, at most [`MAX_PLUGIN_BYTES`]
-/// (checked on its size first, then on what is read).
-fn read_bounded(path: &Path) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let name = path.display();
-    let too_big = || {
-        let cap = MAX_PLUGIN_BYTES >> 20;
-        anyhow::anyhow!("{name}: is over {cap} MiB, the largest plugin file read")
-    };
-    let file = std::fs::File::open(path).with_context(|| format!("reading {name}"))?;
-    if file.metadata().is_ok_and(|m| m.len() > MAX_PLUGIN_BYTES) {
-        return Err(too_big());
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_PLUGIN_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("reading {name}"))?;
-    if bytes.len() as u64 > MAX_PLUGIN_BYTES {
-        return Err(too_big());
-    }
-    Ok(bytes)
 }
 
 /// A call that the host refused something: a disk budget

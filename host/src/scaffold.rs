@@ -31,7 +31,7 @@ fn extras(lang: &str) -> &'static [(&'static str, &'static str)] {
     match lang {
         "rust" => &[
             ("wit", "wit"),
-            ("sdk", "wasm-mcp-guest"),
+            ("sdk", "vendor/wasm-mcp-guest"),
             ("lock", ""),
             ("scripts", ""),
         ],

@@ -5,8 +5,9 @@
 // preopened directory, `/`. Throwing `{ code, message }` returns a tool-error.
 import { getDirectories } from "wasi:filesystem/preopens@0.2.12";
 
+// The tool is named after the project, so two scaffolded plugins never clash.
 const LINE_COUNT = {
-  name: "line_count",
+  name: "{{name}}",
   title: "Count lines",
   description: "Counts the lines of a file in the worktree.",
   inputSchema: JSON.stringify({
@@ -56,8 +57,13 @@ export const tool = {
     return [LINE_COUNT];
   },
   call(name, argsJson) {
-    if (name !== "line_count") throw { code: "unknown-tool", message: `unknown tool \`${name}\`` };
+    if (name !== LINE_COUNT.name) throw { code: "unknown-tool", message: `unknown tool \`${name}\`` };
     // The host has validated the arguments against the input schema.
-    return JSON.stringify(lineCount(JSON.parse(argsJson)));
+    try {
+      return JSON.stringify(lineCount(JSON.parse(argsJson)));
+    } catch (e) {
+      if (typeof e?.code === "string") throw e; // already a tool error
+      throw { code: "internal", message: String(e) }; // anything else would trap the call
+    }
   },
 };

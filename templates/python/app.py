@@ -11,6 +11,9 @@ import wit_world
 from wit_world.exports import tool as wit
 from componentize_py_types import Err
 
+# The tool is named after the project, so two scaffolded plugins never clash.
+TOOL_NAME = "{{name}}"
+
 READ_ONLY = wit.Annotations(read_only=True, destructive=False, idempotent=True, open_world=False)
 
 LINE_COUNT_INPUT = {
@@ -50,7 +53,7 @@ class Tool(wit_world.exports.Tool):
     def list_tools(self):
         return [
             wit.ToolDescriptor(
-                name="line_count",
+                name=TOOL_NAME,
                 title="Count lines",
                 description="Counts the lines of a file in the worktree.",
                 input_schema=json.dumps(LINE_COUNT_INPUT),
@@ -60,7 +63,12 @@ class Tool(wit_world.exports.Tool):
         ]
 
     def call(self, name, args_json):
-        if name != "line_count":
+        if name != TOOL_NAME:
             raise fail(wit.ErrorCode.UNKNOWN_TOOL, f"unknown tool `{name}`")
         # The host has validated the arguments against LINE_COUNT_INPUT.
-        return json.dumps(line_count(json.loads(args_json)))
+        try:
+            return json.dumps(line_count(json.loads(args_json)))
+        except Err:
+            raise
+        except Exception as e:  # any other exception would trap the call
+            raise fail(wit.ErrorCode.INTERNAL, f"{type(e).__name__}: {e}")

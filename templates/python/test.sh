@@ -9,7 +9,7 @@ WT="$(mktemp -d)"; PLUGINS="$(mktemp -d)"
 trap 'rm -rf "$WT" "$PLUGINS"' EXIT
 printf 'one two\nthree\n' > "$WT/sample.txt"
 cp {{name}}.wasm "$PLUGINS/"
-OUT="$("$WASM_MCP" call --worktree "$WT" --plugins "$PLUGINS" line_count '{"path": "sample.txt"}')"
+OUT="$("$WASM_MCP" call --worktree "$WT" --plugins "$PLUGINS" {{name}} '{"path": "sample.txt"}')"
 echo "$OUT"
 echo "$OUT" | grep -q '"lines": 2' || { echo "test: FAILED (expected 2 lines)" >&2; exit 1; }
 echo "test: ok" >&2

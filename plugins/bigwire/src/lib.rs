@@ -3,6 +3,9 @@
 //! re-serialized, plus a result that does fit; and more tools than the
 //! host's per-plugin cap (`filler_000`…), so the tail is refused.
 
+use serde_json::json;
+use wasm_mcp_guest::{ErrorCode, Tool, ToolError};
+
 /// Tools declared before the fillers (the host keeps the first 256).
 pub const WIRE_TOOLS: &[&str] = &["huge_error", "number_result", "fits_result"];
 /// Filler tools: with the wire tools, 303 declared.
@@ -32,54 +35,33 @@ pub fn tool_names() -> Vec<String> {
         .collect()
 }
 
-#[cfg(target_arch = "wasm32")]
-mod glue {
-    wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin" });
-
-    use exports::wasm_mcp::tool::tool::{Annotations, ErrorCode, Guest, ToolDescriptor, ToolError};
-
-    struct Plugin;
-
-    impl Guest for Plugin {
-        fn list_tools() -> Vec<ToolDescriptor> {
-            crate::tool_names()
-                .into_iter()
-                .map(|name| ToolDescriptor {
-                    name,
-                    title: None,
-                    description: "bigwire test tool".into(),
-                    input_schema: r#"{"type":"object"}"#.into(),
-                    output_schema: None,
-                    annotations: Annotations {
-                        read_only: true,
-                        destructive: false,
-                        idempotent: true,
-                        open_world: false,
-                    },
-                })
-                .collect()
-        }
-
-        fn call(name: String, _args_json: String) -> Result<String, ToolError> {
-            match name.as_str() {
-                "huge_error" => Err(ToolError {
-                    code: ErrorCode::Io,
-                    message: "E".repeat(100 << 20),
-                }),
-                // Under the default 5 MiB output cap; ~16 MiB once re-serialized.
-                "number_result" => Ok(crate::numbers((5 << 20) - 4096)),
-                "fits_result" => Ok(format!("{{\"s\":\"{}\"}}", "x".repeat(1 << 20))),
-                n if n.starts_with("filler_") => Ok("{}".into()),
-                _ => Err(ToolError {
-                    code: ErrorCode::UnknownTool,
-                    message: format!("unknown tool `{name}`"),
-                }),
-            }
-        }
-    }
-
-    export!(Plugin);
+/// The tools on the guest SDK: [`Tool::raw`], because the results must
+/// leave the guest as written (`1e9` un-normalized, a 100 MiB message) and
+/// the filler names are made at run time.
+pub fn tools() -> Vec<Tool> {
+    tool_names()
+        .into_iter()
+        .map(|name| {
+            let key = name.clone();
+            Tool::raw(name, json!({"type": "object"}), move |_| run(&key))
+                .description("bigwire test tool")
+                .read_only()
+                .idempotent()
+        })
+        .collect()
 }
+
+fn run(name: &str) -> Result<String, ToolError> {
+    match name {
+        "huge_error" => Err(ToolError::new(ErrorCode::Io, "E".repeat(100 << 20))),
+        // Under the default 5 MiB output cap; ~16 MiB once re-serialized.
+        "number_result" => Ok(numbers((5 << 20) - 4096)),
+        "fits_result" => Ok(format!("{{\"s\":\"{}\"}}", "x".repeat(1 << 20))),
+        _ => Ok("{}".into()),
+    }
+}
+
+wasm_mcp_guest::export_tools!(tools());
 
 #[cfg(test)]
 mod tests {
@@ -93,5 +75,16 @@ mod tests {
     #[test]
     fn more_tools_than_the_cap() {
         assert!(super::tool_names().len() > 256);
+        assert_eq!(wasm_mcp_guest::descriptors(&super::tools()).len(), 303);
+    }
+
+    #[test]
+    fn results_leave_the_guest_as_written() {
+        let t = super::tools();
+        let out = wasm_mcp_guest::call(&t, "number_result", "{}").unwrap();
+        assert!(out.starts_with("{\"n\":[1e9,1e9,"), "not re-serialized");
+        let e = wasm_mcp_guest::call(&t, "huge_error", "{}").unwrap_err();
+        assert_eq!(e.message.len(), 100 << 20);
+        assert_eq!(wasm_mcp_guest::call(&t, "filler_299", "{}").unwrap(), "{}");
     }
 }

@@ -6,6 +6,9 @@
 //! schema with `$schema`, `$defs`, `$ref` and `additionalProperties`, which
 //! must reach `tools/list` unchanged).
 
+use serde_json::Value;
+use wasm_mcp_guest::{Tool, ToolError};
+
 pub const SIMPLE_TEXT: &str = "This is a simple text response for testing.";
 pub const ERROR_MESSAGE: &str = "This tool intentionally returns an error for testing";
 
@@ -45,49 +48,69 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-#[cfg(target_arch = "wasm32")]
-mod glue {
-    wit_bindgen::generate!({ path: "../../wit", world: "tool-plugin" });
+/// The suite's fixtures on the guest SDK: [`Tool::raw`], because the
+/// 2020-12 schema must reach `tools/list` verbatim (`$schema`, `$defs`,
+/// `$ref`) and the tools publish no output schema.
+pub fn tools() -> Vec<Tool> {
+    TOOLS
+        .iter()
+        .map(|&(name, description, schema)| {
+            let schema: Value = serde_json::from_str(schema).expect("fixture schema is JSON");
+            Tool::raw(name, schema, move |args| run(name, args))
+                .description(description)
+                .read_only()
+                .idempotent()
+        })
+        .collect()
+}
 
-    use exports::wasm_mcp::tool::tool::{Annotations, ErrorCode, Guest, ToolDescriptor, ToolError};
+fn run(name: &str, args_json: &str) -> Result<String, ToolError> {
+    match name {
+        "test_simple_text" => Ok(serde_json::json!({ "text": SIMPLE_TEXT }).to_string()),
+        "test_error_handling" => Err(ToolError::internal(ERROR_MESSAGE)),
+        _ => Ok(format!("{{\"received\":{args_json}}}")),
+    }
+}
 
-    struct Plugin;
+wasm_mcp_guest::export_tools!(tools());
 
-    impl Guest for Plugin {
-        fn list_tools() -> Vec<ToolDescriptor> {
-            crate::TOOLS
-                .iter()
-                .map(|(name, description, schema)| ToolDescriptor {
-                    name: name.to_string(),
-                    title: None,
-                    description: description.to_string(),
-                    input_schema: schema.to_string(),
-                    output_schema: None,
-                    annotations: Annotations {
-                        read_only: true,
-                        destructive: false,
-                        idempotent: true,
-                        open_world: false,
-                    },
-                })
-                .collect()
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-        fn call(name: String, args_json: String) -> Result<String, ToolError> {
-            match name.as_str() {
-                "test_simple_text" => Ok(format!("{{\"text\":\"{}\"}}", crate::SIMPLE_TEXT)),
-                "test_error_handling" => Err(ToolError {
-                    code: ErrorCode::Internal,
-                    message: crate::ERROR_MESSAGE.into(),
-                }),
-                "json_schema_2020_12_tool" => Ok(format!("{{\"received\":{args_json}}}")),
-                _ => Err(ToolError {
-                    code: ErrorCode::UnknownTool,
-                    message: format!("unknown tool `{name}`"),
-                }),
-            }
-        }
+    #[test]
+    fn the_2020_12_schema_is_published_verbatim() {
+        let d = wasm_mcp_guest::descriptors(&tools());
+        let names: Vec<&str> = d.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "test_simple_text",
+                "test_error_handling",
+                "json_schema_2020_12_tool"
+            ]
+        );
+        let verbatim: Value = serde_json::from_str(SCHEMA_2020_12).unwrap();
+        assert_eq!(d[2].input_schema, verbatim);
+        assert_eq!(d[2].description, "Tool with JSON Schema 2020-12 features");
+        assert!(d
+            .iter()
+            .all(|d| d.output_schema.is_none() && d.annotations.read_only));
     }
 
-    export!(Plugin);
+    #[test]
+    fn the_fixtures_answer_as_the_suite_expects() {
+        let t = tools();
+        let text: Value =
+            serde_json::from_str(&wasm_mcp_guest::call(&t, "test_simple_text", "{}").unwrap())
+                .unwrap();
+        assert_eq!(text["text"], SIMPLE_TEXT);
+        let e = wasm_mcp_guest::call(&t, "test_error_handling", "{}").unwrap_err();
+        assert_eq!(e.message, ERROR_MESSAGE);
+        let args = r#"{"name":"n","address":{"city":"c"}}"#;
+        assert_eq!(
+            wasm_mcp_guest::call(&t, "json_schema_2020_12_tool", args).unwrap(),
+            format!("{{\"received\":{args}}}")
+        );
+    }
 }

@@ -13,7 +13,7 @@ pub fn list_tools(tools: &[Tool]) -> Vec<ToolDescriptor> {
             title: d.title,
             description: d.description,
             input_schema: d.input_schema.to_string(),
-            output_schema: Some(d.output_schema.to_string()),
+            output_schema: d.output_schema.map(|s| s.to_string()),
             annotations: Annotations {
                 read_only: d.annotations.read_only,
                 destructive: d.annotations.destructive,

@@ -1,5 +1,7 @@
 //! A tool: a typed function plus what `list-tools` says about it.
 
+use std::borrow::Cow;
+
 use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -19,28 +21,48 @@ pub struct Annotations {
     pub open_world: bool,
 }
 
-/// One `tool-descriptor`, with the schemas as JSON values.
+/// One `tool-descriptor`, with the schemas as JSON values (`output_schema`
+/// is `None` only for a [`Tool::raw`] tool given none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Descriptor {
     pub name: String,
     pub title: Option<String>,
     pub description: String,
     pub input_schema: Value,
-    pub output_schema: Value,
+    pub output_schema: Option<Value>,
     pub annotations: Annotations,
 }
 
 type Run = Box<dyn Fn(&str) -> Result<String, ToolError>>;
 
-/// A tool: built from `fn(Args) -> Result<Out, ToolError>`; schemas are
-/// derived (lazily, only for `list-tools`) from `Args` and `Out`.
+/// Text the SDK takes either as a literal or built at run time.
+type Text = Cow<'static, str>;
+
+/// Where a schema comes from: derived from a type (on demand), or given.
+enum Schema {
+    Derived(fn() -> Value),
+    Given(Value),
+}
+
+impl Schema {
+    fn value(&self) -> Value {
+        match self {
+            Schema::Derived(f) => f(),
+            Schema::Given(v) => v.clone(),
+        }
+    }
+}
+
+/// A tool: built from `fn(Args) -> Result<Out, ToolError>` (schemas
+/// derived, lazily, only for `list-tools`, from `Args` and `Out`), or with
+/// [`Tool::raw`] from JSON text in and out and schemas given as values.
 pub struct Tool {
-    name: &'static str,
-    title: Option<&'static str>,
-    description: Option<&'static str>,
+    name: Text,
+    title: Option<Text>,
+    description: Option<Text>,
     annotations: Annotations,
-    input_schema: fn() -> Value,
-    output_schema: fn() -> Value,
+    input_schema: Schema,
+    output_schema: Option<Schema>,
     run: Run,
 }
 
@@ -56,12 +78,12 @@ impl Tool {
         F: Fn(A) -> Result<R, ToolError> + 'static,
     {
         Tool {
-            name,
+            name: Cow::Borrowed(name),
             title: None,
             description: None,
             annotations: Annotations::default(),
-            input_schema: schema_of::<A>,
-            output_schema: schema_of::<R>,
+            input_schema: Schema::Derived(schema_of::<A>),
+            output_schema: Some(Schema::Derived(schema_of::<R>)),
             run: Box::new(move |args_json| {
                 let out = f(parse(name, args_json)?)?;
                 serde_json::to_string(&out)
@@ -70,12 +92,41 @@ impl Tool {
         }
     }
 
-    pub fn title(mut self, title: &'static str) -> Self {
-        self.title = Some(title);
+    /// A tool that takes the arguments and returns its result as JSON
+    /// text, unparsed, with a hand-written `input_schema` published as
+    /// given (keys such as `$schema`, `$defs`, `$ref` included) and no
+    /// output schema unless [`Tool::output_schema`] sets one. For what
+    /// types cannot say, e.g. a schema that must reach clients verbatim,
+    /// or tools made at run time. Nothing is checked here: the host
+    /// refuses a descriptor that breaks the contract (`wasm-mcp inspect`
+    /// says which and why), and a result must still be a JSON object.
+    pub fn raw<F>(name: impl Into<Text>, input_schema: Value, f: F) -> Tool
+    where
+        F: Fn(&str) -> Result<String, ToolError> + 'static,
+    {
+        Tool {
+            name: name.into(),
+            title: None,
+            description: None,
+            annotations: Annotations::default(),
+            input_schema: Schema::Given(input_schema),
+            output_schema: None,
+            run: Box::new(f),
+        }
+    }
+
+    /// Publishes `schema` as the output schema (replaces a derived one).
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(Schema::Given(schema));
         self
     }
-    pub fn description(mut self, description: &'static str) -> Self {
-        self.description = Some(description);
+
+    pub fn title(mut self, title: impl Into<Text>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+    pub fn description(mut self, description: impl Into<Text>) -> Self {
+        self.description = Some(description.into());
         self
     }
     /// The tool does not modify its environment.
@@ -94,25 +145,30 @@ impl Tool {
         self
     }
 
-    pub fn name(&self) -> &'static str {
-        self.name
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
-    /// The descriptor `list-tools` returns (generates the schemas).
+    /// The descriptor `list-tools` returns (generates the schemas). A
+    /// derived input schema's `description` (the argument type's doc
+    /// comment) moves to the tool's description.
     pub fn descriptor(&self) -> Descriptor {
-        let mut input = (self.input_schema)();
-        let doc = take_key(&mut input, "description");
-        let description = match (self.description, doc) {
+        let mut input = self.input_schema.value();
+        let doc = match self.input_schema {
+            Schema::Derived(_) => take_key(&mut input, "description"),
+            Schema::Given(_) => None,
+        };
+        let description = match (&self.description, doc) {
             (Some(d), _) => d.to_string(),
             (None, Some(Value::String(d))) => d,
             (None, _) => String::new(),
         };
         Descriptor {
             name: self.name.to_string(),
-            title: self.title.map(str::to_string),
+            title: self.title.as_ref().map(|t| t.to_string()),
             description,
             input_schema: input,
-            output_schema: (self.output_schema)(),
+            output_schema: self.output_schema.as_ref().map(Schema::value),
             annotations: self.annotations,
         }
     }

@@ -65,7 +65,7 @@ fn descriptor_takes_the_doc_comment_and_derives_plain_object_schemas() {
     for key in ["$schema", "title", "description", "$defs"] {
         assert!(input.get(key).is_none(), "input schema has {key}: {input}");
     }
-    let output = &d.output_schema;
+    let output = d.output_schema.as_ref().unwrap();
     assert_eq!(output["type"], "object");
     assert!(
         output.get("$defs").is_none() && !output.to_string().contains("$ref"),
@@ -114,5 +114,60 @@ fn errors_keep_their_codes() {
     assert_eq!(
         call(&t, "add", r#"{"a": 13}"#).unwrap_err(),
         ToolError::new(ErrorCode::TooLarge, "unlucky")
+    );
+}
+
+/// Hand-written schema with keys a derived one never has.
+fn verbatim_schema() -> serde_json::Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "description": "the schema's own description",
+        "$defs": {"n": {"type": "integer"}},
+        "properties": {"x": {"$ref": "#/$defs/n"}}
+    })
+}
+
+#[test]
+fn a_raw_tool_publishes_its_schemas_as_given() {
+    let name = format!("raw_{}", 7); // a name made at run time
+    let tools = vec![
+        Tool::raw(name, verbatim_schema(), |_| Ok("{}".into())).description("Raw."),
+        Tool::raw("typed_out", json!({"type": "object"}), |_| Ok("{}".into()))
+            .output_schema(json!({"type": "object", "required": ["n"]})),
+    ];
+    let d = descriptors(&tools);
+    assert_eq!(d[0].name, "raw_7");
+    assert_eq!(d[0].input_schema, verbatim_schema(), "published unchanged");
+    assert_eq!(d[0].description, "Raw.", "the schema keeps its description");
+    assert_eq!(d[0].output_schema, None);
+    assert_eq!(d[1].description, "");
+    assert_eq!(
+        d[1].output_schema.as_ref().unwrap()["required"],
+        json!(["n"])
+    );
+}
+
+#[test]
+fn a_raw_tool_gets_and_returns_json_text_unchanged() {
+    let tools = vec![Tool::raw("echo", json!({"type": "object"}), |args| {
+        if args.contains("fail") {
+            return Err(ToolError::new(ErrorCode::Io, "asked to fail"));
+        }
+        Ok(format!("{{\"n\":1e9,\"got\":{args}}}"))
+    })];
+    // Not parsed and re-serialized: `1e9` stays `1e9`, spacing stays.
+    assert_eq!(
+        call(&tools, "echo", r#"{ "a": 1 }"#).unwrap(),
+        r#"{"n":1e9,"got":{ "a": 1 }}"#
+    );
+    let e = call(&tools, "echo", r#"{"fail":true}"#).unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (ErrorCode::Io, "asked to fail")
+    );
+    assert_eq!(
+        call(&tools, "nope", "{}").unwrap_err().code,
+        ErrorCode::UnknownTool
     );
 }

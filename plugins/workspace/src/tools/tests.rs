@@ -405,7 +405,12 @@ fn descriptors_are_well_formed() {
     for d in &ds {
         assert_eq!(d.input_schema["type"], "object", "{}", d.name);
         assert_eq!(d.input_schema["additionalProperties"], false, "{}", d.name);
-        assert_eq!(d.output_schema["type"], "object", "{}", d.name);
+        assert_eq!(
+            d.output_schema.as_ref().unwrap()["type"],
+            "object",
+            "{}",
+            d.name
+        );
         assert!(d.description.len() < 2000);
         assert!(!(d.annotations.read_only && d.annotations.destructive));
     }
