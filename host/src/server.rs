@@ -246,8 +246,11 @@ fn tool_result(
             let source_len = text.len();
             let mirror = text_mirror(text, text_mirror_bytes);
             let bound = structured_bound(source_len, count_numbers(&value), mirror.len(), id);
-            let mut r = CallToolResult::structured(value);
-            r.content = vec![ContentBlock::text(mirror)];
+            // Not `CallToolResult::structured`: that also writes the whole
+            // value out as a text block (a full serialization), which the
+            // mirror replaces anyway.
+            let mut r = CallToolResult::success(vec![ContentBlock::text(mirror)]);
+            r.structured_content = Some(value);
             (r, SizeHint::AtMost(bound))
         }
         failed => {
