@@ -29,6 +29,7 @@ pub mod sandbox;
 pub mod scaffold;
 pub mod server;
 pub mod signing;
+pub mod stdio;
 pub mod subscriptions;
 pub mod trust;
 pub mod wire_limits;

@@ -454,7 +454,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
 async fn serve_stdio(server: McpServer) -> Result<()> {
     tracing::info!("serving on stdio");
     let running = server
-        .serve(rmcp::transport::stdio_pipes())
+        .serve(wasm_mcp_host::stdio::stdio())
         .await
         .context("MCP session failed to start")?;
     let reason = running.waiting().await;
