@@ -43,6 +43,11 @@ COMPONENTIZE="$(cargo metadata --format-version 1 --no-deps \
   | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug/componentize"
 [ -x "$COMPONENTIZE" ] || { echo "build-plugins: $COMPONENTIZE missing" >&2; exit 1; }
 
+# Wasm SIMD (on by default in wasmtime): the guest SDK's JSON encoder
+# (sonic-rs) scans strings 16 bytes at a time with it.
+export CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-C target-feature=+simd128"
+export CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS="-C target-feature=+simd128"
+
 # 2. The guests, in a subshell so the guest toolchain env does not leak.
 echo "build-plugins: building guests for $GUEST_TARGET" >&2
 case "$GUEST_TARGET" in

@@ -171,3 +171,40 @@ fn a_raw_tool_gets_and_returns_json_text_unchanged() {
         ErrorCode::UnknownTool
     );
 }
+
+#[derive(Serialize)]
+struct Order {
+    zeta: &'static str,
+    alpha: String,
+    mid: Option<f64>,
+    list: Vec<u64>,
+}
+
+/// Results keep the struct's field order and are the JSON `serde_json`
+/// would write, whatever the string holds.
+#[test]
+fn results_encode_as_serde_json_would() {
+    let out = Order {
+        zeta: "first",
+        alpha: format!(
+            "{}quote \" backslash \\ controls \u{0}\u{1f}\t\r\n é 🦀 \u{2028}",
+            "plain text ".repeat(200)
+        ),
+        mid: Some(0.1),
+        list: vec![0, u64::MAX],
+    };
+    let ours = encode(&out).unwrap();
+    let keys: Vec<usize> = ["\"zeta\"", "\"alpha\"", "\"mid\"", "\"list\""]
+        .iter()
+        .map(|k| ours.find(k).expect(k))
+        .collect();
+    assert!(
+        keys.windows(2).all(|w| w[0] < w[1]),
+        "field order: {keys:?}"
+    );
+    let reference = serde_json::to_string(&out).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&ours).unwrap(),
+        serde_json::from_str::<serde_json::Value>(&reference).unwrap()
+    );
+}
