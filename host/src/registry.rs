@@ -444,7 +444,10 @@ impl Registry {
                 .start(hidden.map(|p| &**p), name, None, args_text.len(), call_id);
         let (outcome, why) = match hidden {
             Some(_) => (AuditOutcome::NotAllowed, "the tool is not on its allowlist"),
-            None => (AuditOutcome::UnknownTool, "no loaded plugin declares this tool"),
+            None => (
+                AuditOutcome::UnknownTool,
+                "no loaded plugin declares this tool",
+            ),
         };
         audit.finish(outcome, Some(why.into()), CallStats::default());
         audit
