@@ -161,6 +161,88 @@ fn ask_policy(dir: &std::path::Path, plugins: &std::path::Path) -> std::path::Pa
     policy
 }
 
+/// `cmd` run on a terminal (`script` makes the pty), its output collected
+/// by a thread.
+struct Terminal {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Terminal {
+    fn start(cmd: &str, dir: &std::path::Path) -> Terminal {
+        let mut child = Command::new("script")
+            .args(["-q", "-e", "-f", "-c", cmd, "/dev/null"])
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let reader = {
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                use std::io::Read;
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = stdout.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    seen.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        Terminal {
+            child,
+            stdin,
+            seen,
+            reader,
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+    }
+
+    /// Waits (up to 120 s) until the terminal shows `needle`; the run must
+    /// still be going.
+    fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self.text().contains(needle) {
+            assert!(Instant::now() < deadline, "no {needle}:\n{}", self.text());
+            let running = self.child.try_wait().unwrap().is_none();
+            assert!(running, "exited:\n{}", self.text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn type_keys(&mut self, keys: &[u8]) {
+        use std::io::Write;
+        self.stdin.write_all(keys).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Waits up to `secs` for the run to end; its status and all it showed.
+    fn wait_exit(mut self, secs: u64, what: &str) -> (std::process::ExitStatus, String) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "{what}:\n{}", self.text());
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        drop(self.stdin);
+        self.reader.join().unwrap();
+        let out = String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned();
+        (status, out)
+    }
+}
+
 fn shell_quote(p: &std::path::Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
 }
@@ -187,51 +269,10 @@ fn ask_prompts_on_a_terminal_and_always_is_remembered() {
         shell_quote(&task),
         shell_quote(&scratch.path().join("runs")),
     );
-    let mut child = Command::new("script")
-        .args(["-q", "-e", "-f", "-c", &cmd, "/dev/null"])
-        .current_dir(repo.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    let reader = {
-        let seen = seen.clone();
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                seen.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        })
-    };
-    let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !text().contains("run it?") {
-        assert!(Instant::now() < deadline, "no prompt:\n{}", text());
-        assert!(child.try_wait().unwrap().is_none(), "exited:\n{}", text());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    use std::io::Write;
-    stdin.write_all(b"a\n").unwrap();
-    stdin.flush().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit:\n{}", text());
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    drop(stdin);
-    reader.join().unwrap();
-    let out = text();
+    let mut term = Terminal::start(&cmd, repo.path());
+    term.wait_for("run it?");
+    term.type_keys(b"a\n");
+    let (status, out) = term.wait_exit(120, "no exit");
     assert_eq!(status.code(), Some(0), "{out}");
     assert_eq!(out.matches("approval needed").count(), 1, "{out}");
     assert!(
@@ -277,50 +318,10 @@ fn ctrl_c_typed_at_the_prompt_stops_the_run() {
         shell_quote(&task),
         shell_quote(&runs),
     );
-    let mut child = Command::new("script")
-        .args(["-q", "-e", "-f", "-c", &cmd, "/dev/null"])
-        .current_dir(repo.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    {
-        let seen = seen.clone();
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                seen.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
-    }
-    let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !text().contains("run it?") {
-        assert!(Instant::now() < deadline, "no prompt:\n{}", text());
-        assert!(child.try_wait().unwrap().is_none(), "exited:\n{}", text());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    use std::io::Write;
-    stdin.write_all(b"\x03").unwrap();
-    stdin.flush().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit after ^C:\n{}", text());
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    drop(stdin);
-    let out = text();
+    let mut term = Terminal::start(&cmd, repo.path());
+    term.wait_for("run it?");
+    term.type_keys(b"\x03");
+    let (status, out) = term.wait_exit(60, "no exit after ^C");
     assert_eq!(status.code(), Some(130), "{out}");
     assert!(out.contains("INTERRUPTED"), "{out}");
     let run_dir = std::fs::read_dir(&runs)
