@@ -44,7 +44,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     // The in-process section runs wasmtime here: started like the server.
-    wasm_mcp_host::block_on(run_main())
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    wasm_mcp_host::block_on_workers(cores, run_main())
 }
 
 async fn run_main() -> std::process::ExitCode {

@@ -15,6 +15,7 @@ pub mod cancel;
 pub mod catalog;
 pub mod disk_budget;
 pub mod disk_guard;
+pub mod dispatch;
 pub mod grants;
 pub mod http;
 pub mod inspect;
@@ -36,12 +37,21 @@ pub mod wire_limits;
 
 pub use limits::Limits;
 
-/// Runs `main` on a multi-threaded tokio runtime started after
-/// [`quiet_library_backtraces`] (which must run before any other thread).
-/// The entry point of `wasm-mcp` and of the bench's in-process runs.
+/// Runs `wasm-mcp`'s `main` on a tokio runtime with one worker thread (the
+/// connection's: it reads and answers requests, and runs a call that is
+/// alone in flight; see [`dispatch`] for where the others run), started
+/// after [`quiet_library_backtraces`] (which must run before any other
+/// thread).
 pub fn block_on<F: std::future::Future>(main: F) -> F::Output {
+    block_on_workers(1, main)
+}
+
+/// [`block_on`] with `workers` worker threads (the bench's client, which
+/// drives many connections at once, takes one per core).
+pub fn block_on_workers<F: std::future::Future>(workers: usize, main: F) -> F::Output {
     quiet_library_backtraces();
     tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.max(1))
         .enable_all()
         .build()
         .expect("starting the tokio runtime")

@@ -197,6 +197,23 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let call = self.clone().answer_call(request, context);
+        crate::dispatch::run_call(call).await.unwrap_or_else(|| {
+            Err(McpError::internal_error(
+                "the server is shutting down",
+                None,
+            ))
+        })
+    }
+}
+
+impl McpServer {
+    /// The whole `tools/call`: run the call, shape and fit its result.
+    async fn answer_call(
+        self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let call_id = crate::audit::call_id(request.meta.as_ref(), &context.meta);
         let args = Value::Object(request.arguments.unwrap_or_default());

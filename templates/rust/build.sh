@@ -11,6 +11,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 WASM_MCP="${WASM_MCP:-wasm-mcp}"
 command -v "$WASM_MCP" >/dev/null || { echo "build: $WASM_MCP not found (set WASM_MCP)" >&2; exit 1; }
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+# Wasm SIMD (the SDK's JSON encoder uses it), and 8 MiB of initial memory so
+# that a call's allocations need no memory.grow (each costs the host an
+# mprotect and its undoing after the call). Untouched pages cost nothing.
+GUEST_RUSTFLAGS="-C target-feature=+simd128 -C link-arg=--initial-memory=8388608"
+export CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$GUEST_RUSTFLAGS"
+export CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS="$GUEST_RUSTFLAGS"
 
 if rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
   cargo build -q --release --target wasm32-wasip2
