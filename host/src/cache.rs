@@ -10,6 +10,16 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
+impl CacheOutcome {
+    /// The compiler whose code this is.
+    pub fn tier(self) -> crate::sandbox::CodeTier {
+        match self {
+            CacheOutcome::Baseline => crate::sandbox::CodeTier::Baseline,
+            CacheOutcome::Hit | CacheOutcome::Compiled => crate::sandbox::CodeTier::Optimized,
+        }
+    }
+}
+
 /// How a component was obtained, for logs and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheOutcome {
@@ -17,6 +27,9 @@ pub enum CacheOutcome {
     Hit,
     /// Compiled now (and written to the cache when there is one).
     Compiled,
+    /// Compiled now by the baseline compiler (Winch; never cached): the
+    /// plugin runs on it until Cranelift's code replaces it.
+    Baseline,
 }
 
 /// A cache directory (or none: always compile).
@@ -47,6 +60,13 @@ impl ComponentCache {
             .map(|d| d.join(format!("{digest}-{}.cwasm", engine_key(engine))))
     }
 
+    /// The cached component for `digest` compiled by `engine`, if any.
+    pub fn lookup(&self, engine: &Engine, digest: &str) -> Option<Component> {
+        self.entry(engine, digest)
+            .filter(|p| p.is_file())
+            .and_then(|p| map(engine, &p))
+    }
+
     /// Load the component for `bytes` (whose hex SHA-256 is `digest`).
     pub fn load(
         &self,
@@ -54,14 +74,10 @@ impl ComponentCache {
         bytes: &[u8],
         digest: &str,
     ) -> Result<(Component, CacheOutcome)> {
-        let entry = self.entry(engine, digest);
-        if let Some(c) = entry
-            .as_ref()
-            .filter(|p| p.is_file())
-            .and_then(|p| map(engine, p))
-        {
+        if let Some(c) = self.lookup(engine, digest) {
             return Ok((c, CacheOutcome::Hit));
         }
+        let entry = self.entry(engine, digest);
         let compiled = engine
             .precompile_component(bytes)
             .map_err(anyhow::Error::from)

@@ -216,6 +216,12 @@ struct ServeArgs {
     /// Rescan the plugin dir this often (ms); 0 disables.
     #[arg(long, default_value_t = 1000)]
     watch_ms: u64,
+    /// Compile a plugin missing from the compile cache with Cranelift
+    /// before serving it. By default it is served at once on code from
+    /// Winch (wasmtime's baseline compiler) and moved to Cranelift's code,
+    /// compiled in the background and written to the cache, when ready.
+    #[arg(long)]
+    no_baseline_compiler: bool,
     #[command(flatten)]
     http: HttpArgs,
 }
@@ -292,7 +298,10 @@ fn default_cache_dir() -> Option<PathBuf> {
     Some(base.join("wasm-mcp"))
 }
 
-async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
+/// The registry of `c`'s plugin dir; `baseline_tier`: see
+/// `--no-baseline-compiler` (only `serve`, which lives long enough to
+/// move plugins to Cranelift's code, uses it).
+async fn open_registry(c: &CommonArgs, baseline_tier: bool) -> Result<Arc<Registry>> {
     let limits = Limits {
         timeout: Duration::from_millis(c.timeout_ms),
         memory_bytes: c.memory_mb << 20,
@@ -325,6 +334,7 @@ async fn open_registry(c: &CommonArgs) -> Result<Arc<Registry>> {
             } else {
                 Clocks::Real
             },
+            baseline_tier,
         },
     )?;
     let cache = ComponentCache::new(if c.no_cache {
@@ -433,7 +443,7 @@ fn sign_all(key: &Path, plugins: &[PathBuf]) -> Result<()> {
 async fn serve(args: ServeArgs) -> Result<()> {
     // Options are checked (token readable, config valid) before plugins load.
     let http = args.http.http.map(|a| args.http.options(a)).transpose()?;
-    let registry = open_registry(&args.common).await?;
+    let registry = open_registry(&args.common, !args.no_baseline_compiler).await?;
     let catalog = registry.catalog();
     tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "plugins loaded");
     let server = McpServer::new(registry, args.page_size)
@@ -512,7 +522,7 @@ async fn run() -> std::process::ExitCode {
         Cmd::Serve(a) => serve(a).await,
         Cmd::Tools(c) => {
             async {
-                let reg = open_registry(&c).await?;
+                let reg = open_registry(&c, false).await?;
                 let tools: Vec<_> = reg.catalog().tools().map(|t| t.tool.clone()).collect();
                 println!("{}", serde_json::to_string_pretty(&tools)?);
                 Ok(())
@@ -528,7 +538,7 @@ async fn run() -> std::process::ExitCode {
         Cmd::Sign { key, plugins } => sign_all(&key, &plugins),
         Cmd::Call { common, tool, args } => {
             async {
-                let reg = open_registry(&common).await?;
+                let reg = open_registry(&common, false).await?;
                 let args: serde_json::Value =
                     serde_json::from_str(&args).context("arguments are not valid JSON")?;
                 let catalog = reg.catalog();

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -17,7 +17,7 @@ use crate::cache::{sha256_hex, CacheOutcome, ComponentCache};
 use crate::disk_budget::Exceeded;
 use crate::grants::{Filesystem, Grant};
 use crate::limits::before;
-use crate::sandbox::{Sandbox, StoreState};
+use crate::sandbox::{CodeTier, Sandbox, StoreState};
 use crate::trust::{Admitted, TrustPolicy};
 
 wasmtime::component::bindgen!({
@@ -176,7 +176,12 @@ pub struct Plugin {
     /// What it may touch and spend.
     pub grant: Arc<Grant>,
     pub cache: CacheOutcome,
-    pre: ToolPluginPre<StoreState>,
+    /// Its code, pre-linked; replaced once when a baseline plugin moves to
+    /// optimized code (a call uses the code it started with).
+    code: RwLock<Arc<ToolPluginPre<StoreState>>>,
+    /// The admitted bytes of a plugin on baseline code, for Cranelift to
+    /// compile (taken by [`Plugin::tier_up`]).
+    source: Mutex<Option<Arc<[u8]>>>,
     pub tools: Vec<RawTool>,
     /// This plugin's share of the call slots.
     share: Semaphore,
@@ -190,6 +195,8 @@ pub struct Compiled {
     pub digest: String,
     pub cache: CacheOutcome,
     pub component: Component,
+    /// The bytes, kept when the code is the baseline tier's.
+    source: Option<Arc<[u8]>>,
 }
 
 impl Compiled {
@@ -215,6 +222,7 @@ impl Compiled {
         Ok(Compiled {
             path: path.to_owned(),
             digest,
+            source: (outcome == CacheOutcome::Baseline).then(|| Arc::from(bytes)),
             cache: outcome,
             component,
         })
@@ -360,8 +368,8 @@ impl Plugin {
         admitted: Admitted,
     ) -> Result<Arc<Plugin>, LoadError> {
         let name = c.path.display().to_string();
-        let pre =
-            link(sandbox, &c.component).with_context(|| format!("{name}: cannot be linked"))?;
+        let pre = link(sandbox, c.cache.tier(), &c.component)
+            .with_context(|| format!("{name}: cannot be linked"))?;
         let mut plugin = Plugin {
             path: c.path,
             name: admitted.name,
@@ -369,7 +377,8 @@ impl Plugin {
             share: Semaphore::new(admitted.grant.max_concurrency),
             grant: admitted.grant,
             cache: c.cache,
-            pre,
+            code: RwLock::new(Arc::new(pre)),
+            source: Mutex::new(c.source),
             tools: Vec::new(),
         };
         plugin.tools = match plugin.list_tools(sandbox).await {
@@ -385,11 +394,56 @@ impl Plugin {
         &self.share
     }
 
+    /// The code calls start with now.
+    fn pre(&self) -> Arc<ToolPluginPre<StoreState>> {
+        self.code.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The compiler of the code calls run now.
+    pub fn tier(&self) -> CodeTier {
+        match self
+            .source
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            true => CodeTier::Baseline,
+            false => CodeTier::Optimized,
+        }
+    }
+
+    /// Moves a plugin on baseline code to Cranelift's: compiles the bytes
+    /// it was admitted with (writing the compile cache, so the next start
+    /// is warm) on the blocking pool, links them, and swaps them in. Calls
+    /// running finish on the code they started with. Does nothing for a
+    /// plugin already on optimized code.
+    pub async fn tier_up(&self, sandbox: &Sandbox, cache: &ComponentCache) -> Result<()> {
+        let source = self
+            .source
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(bytes) = source else { return Ok(()) };
+        let started = Instant::now();
+        let (engine, cache) = (sandbox.engine().clone(), cache.clone());
+        let digest = self.digest.clone();
+        let (component, _) =
+            tokio::task::spawn_blocking(move || cache.load(&engine, &bytes, &digest))
+                .await
+                .context("the compile task failed")??;
+        let pre = link(sandbox, CodeTier::Optimized, &component)?;
+        *self.code.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(pre);
+        *self.source.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        tracing::info!(plugin = %self.name, ms = started.elapsed().as_millis() as u64, "optimized code in use (Cranelift)");
+        Ok(())
+    }
+
     async fn list_tools(&self, sandbox: &Sandbox) -> Result<Vec<RawTool>, CallError> {
         let deadline = Instant::now() + sandbox.limits().load_timeout;
-        let mut store = fresh_store(sandbox, false, deadline)?;
+        let pre = self.pre();
+        let mut store = fresh_store(sandbox, pre.engine(), false, deadline)?;
         let run = async {
-            let inst = self.pre.instantiate_async(&mut store).await?;
+            let inst = pre.instantiate_async(&mut store).await?;
             inst.wasm_mcp_tool_tool().call_list_tools(&mut store).await
         };
         let result = until(deadline, run).await;
@@ -418,8 +472,9 @@ impl Plugin {
     /// cost every call pays (used by the benchmarks).
     pub async fn instantiate_only(&self, sandbox: &Sandbox) -> Result<(), CallError> {
         let deadline = Instant::now() + sandbox.limits().timeout;
-        let mut store = fresh_store(sandbox, true, deadline)?;
-        let result = until(deadline, self.pre.instantiate_async(&mut store)).await;
+        let pre = self.pre();
+        let mut store = fresh_store(sandbox, pre.engine(), true, deadline)?;
+        let result = until(deadline, pre.instantiate_async(&mut store)).await;
         result.map_err(|e| classify_trap(e, &store, &sandbox.server_grant()))?;
         Ok(())
     }
@@ -455,12 +510,13 @@ impl Plugin {
         args_json: &str,
         deadline: Instant,
     ) -> (Result<String, CallError>, CallStats) {
-        let mut store = match sandbox.new_store_for(grant, fs, deadline) {
+        let pre = self.pre();
+        let mut store = match sandbox.new_store_for(pre.engine(), grant, fs, deadline) {
             Ok(store) => store,
             Err(e) => return (Err(CallError::Host(format!("{e:#}"))), CallStats::default()),
         };
         let run = async {
-            let inst = self.pre.instantiate_async(&mut store).await?;
+            let inst = pre.instantiate_async(&mut store).await?;
             inst.wasm_mcp_tool_tool()
                 .call_call(&mut store, tool, args_json)
                 .await
@@ -548,11 +604,12 @@ fn quota_error<T>(
 /// A new store for one call; failing to build one is the host's fault.
 fn fresh_store(
     sandbox: &Sandbox,
+    engine: &wasmtime::Engine,
     with_fs: bool,
     deadline: Instant,
 ) -> Result<wasmtime::Store<StoreState>, CallError> {
     sandbox
-        .new_store(with_fs, deadline)
+        .new_store_in(engine, with_fs, deadline)
         .map_err(|e| CallError::Host(format!("{e:#}")))
 }
 
@@ -569,7 +626,9 @@ async fn until<T>(
 }
 
 /// Compiles on the blocking pool (Cranelift can take seconds), so loads
-/// run in parallel and never stall the async workers.
+/// run in parallel and never stall the async workers. Cranelift's code
+/// from the cache when it is there; else, with a baseline tier, Winch's
+/// now (the caller moves the plugin up later), else Cranelift's now.
 async fn compile(
     sandbox: &Sandbox,
     cache: &ComponentCache,
@@ -577,14 +636,31 @@ async fn compile(
     digest: &str,
 ) -> Result<(Component, CacheOutcome)> {
     let (engine, cache) = (sandbox.engine().clone(), cache.clone());
+    let baseline = sandbox.engine_of(CodeTier::Baseline).cloned();
     let (bytes, digest) = (bytes.to_vec(), digest.to_owned());
-    tokio::task::spawn_blocking(move || cache.load(&engine, &bytes, &digest))
-        .await
-        .context("the compile task failed")?
+    tokio::task::spawn_blocking(move || match baseline {
+        Some(quick) => match cache.lookup(&engine, &digest) {
+            Some(c) => Ok((c, CacheOutcome::Hit)),
+            None => Component::new(&quick, &bytes)
+                .map(|c| (c, CacheOutcome::Baseline))
+                .map_err(anyhow::Error::from)
+                .context("compiling component (baseline)"),
+        },
+        None => cache.load(&engine, &bytes, &digest),
+    })
+    .await
+    .context("the compile task failed")?
 }
 
-fn link(sandbox: &Sandbox, component: &Component) -> Result<ToolPluginPre<StoreState>> {
-    let pre = sandbox.linker().instantiate_pre(component)?;
+fn link(
+    sandbox: &Sandbox,
+    tier: CodeTier,
+    component: &Component,
+) -> Result<ToolPluginPre<StoreState>> {
+    let linker = sandbox
+        .linker_of(tier)
+        .context("no engine for this code tier")?;
+    let pre = linker.instantiate_pre(component)?;
     Ok(ToolPluginPre::new(pre)?)
 }
 

@@ -19,7 +19,7 @@ use wasm_mcp_protocol::ErrorKind;
 use crate::catalog::Catalog;
 use crate::limits::{before, LOAD_SLOTS};
 use crate::plugin::{CallError, CallStats, LoadError, Plugin, Slot};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{CodeTier, Sandbox};
 use crate::signing::signature_path;
 use crate::trust::TrustPolicy;
 
@@ -310,6 +310,9 @@ impl Registry {
                 let started = Instant::now();
                 let result = Plugin::load_trusted(&sandbox, &cache, &policy, &path).await;
                 drop(slot);
+                if let Ok(plugin) = &result {
+                    spawn_tier_up(plugin, &sandbox, &cache);
+                }
                 (i, log_load(&path, result, started))
             });
         }
@@ -495,6 +498,21 @@ async fn acquire_owned_until(
     deadline: Instant,
 ) -> Option<tokio::sync::OwnedSemaphorePermit> {
     before(deadline, sem.clone().acquire_owned()).await?.ok()
+}
+
+/// Moves a plugin loaded on baseline code to Cranelift's in the
+/// background (its calls go on meanwhile); a failure is logged and the
+/// plugin stays on the baseline code, which is correct, only slower.
+fn spawn_tier_up(plugin: &Arc<Plugin>, sandbox: &Arc<Sandbox>, cache: &ComponentCache) {
+    if plugin.tier() != CodeTier::Baseline {
+        return;
+    }
+    let (plugin, sandbox, cache) = (plugin.clone(), sandbox.clone(), cache.clone());
+    tokio::spawn(async move {
+        if let Err(e) = plugin.tier_up(&sandbox, &cache).await {
+            tracing::warn!(plugin = %plugin.name, "stays on baseline code: {e:#}");
+        }
+    });
 }
 
 /// Logs a load attempt's result and sorts it: loaded, refused, or retry.

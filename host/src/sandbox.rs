@@ -43,6 +43,44 @@ pub struct EngineOptions {
     /// Use the pooling instance allocator (faster instantiation).
     pub pooling: bool,
     pub clocks: Clocks,
+    /// Also build the baseline tier (Winch), so that a plugin missing from
+    /// the compile cache is served before Cranelift has compiled it.
+    pub baseline_tier: bool,
+}
+
+/// Which compiler made a plugin's code: Cranelift (optimized, what the
+/// compile cache holds) or Winch (a single-pass baseline compiler, about
+/// 5× faster to compile, slower code; tier 1 in wasmtime on x86_64, like
+/// Cranelift). A plugin not in the cache starts on the baseline and moves
+/// to optimized code once Cranelift has compiled it in the background.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodeTier {
+    Optimized,
+    Baseline,
+}
+
+/// An engine and the linker of everything a plugin may import.
+struct Tier {
+    engine: Engine,
+    linker: Linker<StoreState>,
+}
+
+impl Tier {
+    fn new(engine: Engine) -> Result<Tier> {
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(anyhow::Error::from)
+            .context("adding WASI 0.2 to the linker")?;
+        crate::disk_guard::add_to_linker(&mut linker, |s: &mut StoreState| GuardedFs {
+            fs: WasiFilesystemCtxView {
+                ctx: s.wasi.filesystem(),
+                table: &mut s.table,
+            },
+            budget: &s.disk,
+            empty_root: s.empty_root,
+        })?;
+        Ok(Tier { engine, linker })
+    }
 }
 
 struct FrozenWall(std::time::Duration);
@@ -99,8 +137,10 @@ impl WasiView for StoreState {
 
 /// Engine + linker + the policy every store is built from.
 pub struct Sandbox {
-    engine: Engine,
-    linker: Linker<StoreState>,
+    optimized: Tier,
+    /// `None` unless [`EngineOptions::baseline_tier`] (and Winch is
+    /// available on this machine).
+    baseline: Option<Tier>,
     worktree: Option<PathBuf>,
     access: FsAccess,
     limits: Limits,
@@ -166,19 +206,11 @@ impl Sandbox {
         limits: Limits,
         opts: &EngineOptions,
     ) -> Result<Self> {
-        let engine = build_engine(&limits, opts)?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(anyhow::Error::from)
-            .context("adding WASI 0.2 to the linker")?;
-        crate::disk_guard::add_to_linker(&mut linker, |s: &mut StoreState| GuardedFs {
-            fs: WasiFilesystemCtxView {
-                ctx: s.wasi.filesystem(),
-                table: &mut s.table,
-            },
-            budget: &s.disk,
-            empty_root: s.empty_root,
-        })?;
+        let optimized = Tier::new(build_engine(&limits, opts)?)?;
+        let baseline = match opts.baseline_tier {
+            true => baseline_engine().map(Tier::new).transpose()?,
+            false => None,
+        };
         let worktree = match worktree {
             Some(w) => Some(
                 w.canonicalize()
@@ -189,7 +221,12 @@ impl Sandbox {
         if let Some(w) = &worktree {
             anyhow::ensure!(w.is_dir(), "worktree {} is not a directory", w.display());
         }
-        let ticker = EpochTicker::start(engine.clone());
+        // Both engines' epochs: a baseline guest's deadline is enforced too.
+        let engines = std::iter::once(&optimized)
+            .chain(&baseline)
+            .map(|t| t.engine.clone())
+            .collect();
+        let ticker = EpochTicker::start(engines);
         let frozen_at = (opts.clocks == Clocks::Frozen).then(|| {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -200,8 +237,8 @@ impl Sandbox {
             .inspect_err(|e| tracing::warn!("no empty root for narrowed grants: {e:#}"))
             .ok();
         Ok(Sandbox {
-            engine,
-            linker,
+            optimized,
+            baseline,
             worktree,
             access,
             limits,
@@ -212,12 +249,31 @@ impl Sandbox {
         })
     }
 
+    /// The optimizing engine (Cranelift), whose code the compile cache holds.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.optimized.engine
     }
 
+    /// The engine of `tier` (`None`: no baseline tier here).
+    pub fn engine_of(&self, tier: CodeTier) -> Option<&Engine> {
+        self.tier(tier).map(|t| &t.engine)
+    }
+
+    /// The optimizing engine's linker.
     pub fn linker(&self) -> &Linker<StoreState> {
-        &self.linker
+        &self.optimized.linker
+    }
+
+    /// The linker of `tier`'s engine.
+    pub fn linker_of(&self, tier: CodeTier) -> Option<&Linker<StoreState>> {
+        self.tier(tier).map(|t| &t.linker)
+    }
+
+    fn tier(&self, tier: CodeTier) -> Option<&Tier> {
+        match tier {
+            CodeTier::Optimized => Some(&self.optimized),
+            CodeTier::Baseline => self.baseline.as_ref(),
+        }
     }
 
     pub fn limits(&self) -> &Limits {
@@ -240,29 +296,42 @@ impl Sandbox {
     /// A fresh store with the server's own rights: the worktree (if
     /// `with_fs`), the server's memory and disk limits.
     pub fn new_store(&self, with_fs: bool, deadline: Instant) -> Result<Store<StoreState>> {
+        self.new_store_in(self.engine(), with_fs, deadline)
+    }
+
+    /// [`Sandbox::new_store`] in `engine` (one of this sandbox's tiers:
+    /// the engine of the code to run in it).
+    pub fn new_store_in(
+        &self,
+        engine: &Engine,
+        with_fs: bool,
+        deadline: Instant,
+    ) -> Result<Store<StoreState>> {
         let grant = self.server_grant();
         let fs = with_fs.then_some(grant.filesystem);
-        self.build_store(&grant, fs, deadline)
+        self.build_store(engine, &grant, fs, deadline)
     }
 
     /// A fresh store under `grant`, whose filesystem is `fs` (the grant's,
     /// or less): no env, no args, no stdin, no network, bounded
     /// stdout/stderr, the grant's memory and disk limits, and the call's
     /// `deadline` for wasm code (host calls are bounded by the caller, see
-    /// `plugin.rs`).
+    /// `plugin.rs`), in `engine` (the engine of the code to run in it).
     pub fn new_store_for(
         &self,
+        engine: &Engine,
         grant: &Grant,
         fs: Filesystem,
         deadline: Instant,
     ) -> Result<Store<StoreState>> {
-        self.build_store(grant, Some(fs), deadline)
+        self.build_store(engine, grant, Some(fs), deadline)
     }
 
     /// A store under `grant` with the filesystem `fs` (`None`: no
     /// preopened directory at all, as `list-tools` runs).
     fn build_store(
         &self,
+        engine: &Engine,
         grant: &Grant,
         fs: Option<Filesystem>,
         deadline: Instant,
@@ -296,7 +365,7 @@ impl Sandbox {
             stderr,
             empty_root,
         };
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limiter);
         // Every epoch tick the guest yields to the async executor (so a
         // long-running call never starves other requests on this worker
@@ -396,7 +465,8 @@ fn open_beneath(root: &Path, rel: &str) -> std::io::Result<std::os::fd::OwnedFd>
     Ok(dir)
 }
 
-fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
+/// What every engine of the sandbox is configured with.
+fn base_config() -> Config {
     let mut cfg = Config::new();
     cfg.wasm_component_model(true);
     cfg.epoch_interruption(true);
@@ -406,6 +476,29 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
     if std::env::var_os("WASM_MCP_PERFMAP").is_some() {
         cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
+    cfg
+}
+
+/// The baseline tier's engine: Winch, with on-demand allocation (it runs
+/// only the calls made before Cranelift's code is ready, so it reserves no
+/// pool); the same limits apply (memory through the store's limiter, the
+/// epoch deadline, the wasm stack). `None` where Winch cannot run.
+fn baseline_engine() -> Option<Engine> {
+    let mut cfg = base_config();
+    cfg.strategy(wasmtime::Strategy::Winch);
+    match Engine::new(&cfg) {
+        Ok(engine) => Some(engine),
+        Err(e) => {
+            tracing::warn!(
+                "no baseline compiler ({e:#}): plugins not in the compile cache wait for Cranelift"
+            );
+            None
+        }
+    }
+}
+
+fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
+    let mut cfg = base_config();
     if opts.pooling {
         cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool_config(
             limits,
@@ -469,7 +562,7 @@ struct EpochTicker {
 }
 
 impl EpochTicker {
-    fn start(engine: Engine) -> Self {
+    fn start(engines: Vec<Engine>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -477,7 +570,9 @@ impl EpochTicker {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
+                    for engine in &engines {
+                        engine.increment_epoch();
+                    }
                 }
             })
             .expect("spawning the epoch ticker");

@@ -17,7 +17,7 @@ use crate::fixture::FileCase;
 use crate::request::{Ask, Probe, Request};
 use crate::sections::scaling::close_all;
 use crate::servers::{os, Connection, ServerSpec};
-use crate::setup::Bench;
+use crate::setup::{prime_cache, Bench};
 use crate::smaps::{mib, Memory};
 use crate::targets::Results;
 
@@ -28,7 +28,8 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
     eprintln!("bench: memory ...");
     let m = Memo::new(b);
     let rust = m.spec(&b.plugins, "rust");
-    let rust_tools = tool_count(&rust).await?; // and fills the cache
+    prime_cache(&b.server, &b.worktree, &b.plugins, &m.cache)?;
+    let rust_tools = tool_count(&rust).await?;
 
     eprintln!("bench: memory: one server, idle and loaded ...");
     let conn = m.settled(&rust).await?;
@@ -41,9 +42,11 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
     let mut samples = Vec::new();
     for sample in sample_plugins(b)? {
         eprintln!("bench: memory: + {} ...", sample.display());
-        let spec = m.spec(&m.dir_with(&b.plugins, &sample)?, "sample");
+        let dir = m.dir_with(&b.plugins, &sample)?;
+        prime_cache(&b.server, &b.worktree, &dir, &m.cache)?; // compiles the sample
+        let spec = m.spec(&dir, "sample");
         ensure!(
-            tool_count(&spec).await? > rust_tools, // and compiles the sample into the cache
+            tool_count(&spec).await? > rust_tools,
             "{}: the sample's tools are not listed",
             sample.display()
         );

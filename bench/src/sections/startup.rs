@@ -1,6 +1,8 @@
 //! Start-up: spawn -> first `tools/list` answer; ours with an empty compile
-//! cache (cold) and a filled one (warm), and the baseline.
+//! cache (cold: on the baseline tier, and Cranelift only) and a filled one
+//! (warm), and the baseline.
 
+use std::ffi::OsString;
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
@@ -13,20 +15,8 @@ use crate::targets::Results;
 pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
     eprintln!("bench: start-up ...");
     let c = &b.counts;
-    let mut cold = Vec::new();
-    for i in 0..c.cold_reps {
-        let dir = b.tmp.path().join(format!("cache-cold-{i}"));
-        let spec = b
-            .ours_base
-            .with_args(&[os("--cache-dir"), dir.clone().into()]);
-        cold.push(spec.start_once("read_file").await?);
-        let entries = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
-        ensure!(
-            entries > 0,
-            "cold start did not write the compile cache in {}",
-            dir.display()
-        );
-    }
+    let cold = cold_starts(b, "cache-cold", &[]).await?;
+    let cranelift_only = cold_starts(b, "cache-cold-cl", &[os("--no-baseline-compiler")]).await?;
     let warm_dir = b.tmp.path().join("cache-warm");
     let warm_spec = b.ours_base.with_args(&[os("--cache-dir"), warm_dir.into()]);
     warm_spec.start_once("read_file").await?; // fills the cache
@@ -48,6 +38,7 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
         "server", "reps", "median ms", "min ms", "max ms"
     );
     print_row("ours, cold (empty --cache-dir: compiles)", &cold);
+    print_row("ours, cold, --no-baseline-compiler", &cranelift_only);
     print_row("ours, warm (cache filled: deserializes)", &warm);
     if b.baseline.is_some() {
         print_row("baseline (python FastMCP)", &base_start);
@@ -63,6 +54,40 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
     results.cold_ms = Some(ms(cold_m));
     results.warm_ms = Some(ms(warm_m));
     Ok(())
+}
+
+/// Start-ups of ours (with `extra` flags), each on an empty cache, which
+/// the server must have filled with Cranelift's code by the time it exits
+/// (with the baseline tier, compiled in the background after it answered).
+async fn cold_starts(b: &Bench, name: &str, extra: &[OsString]) -> Result<Vec<Duration>> {
+    let mut times = Vec::new();
+    for i in 0..b.counts.cold_reps {
+        let dir = b.tmp.path().join(format!("{name}-{i}"));
+        let spec = b
+            .ours_base
+            .with_args(&[os("--cache-dir"), dir.clone().into()])
+            .with_args(extra);
+        times.push(spec.start_once("read_file").await?);
+        // The server's exit waits for the background compile.
+        let mut entries = 0;
+        for _ in 0..100 {
+            entries = std::fs::read_dir(&dir).map_or(0, |d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+                    .count()
+            });
+            if entries > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        ensure!(
+            entries > 0,
+            "cold start did not write the compile cache in {}",
+            dir.display()
+        );
+    }
+    Ok(times)
 }
 
 fn print_row(name: &str, v: &[Duration]) {
