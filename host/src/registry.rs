@@ -306,12 +306,13 @@ impl Registry {
             };
             let (sandbox, cache, path) = (self.sandbox.clone(), self.cache.clone(), path.clone());
             let policy = self.policy.clone();
+            let load_slots = self.load_slots.clone();
             tasks.spawn(async move {
                 let started = Instant::now();
                 let result = Plugin::load_trusted(&sandbox, &cache, &policy, &path).await;
                 drop(slot);
                 if let Ok(plugin) = &result {
-                    spawn_tier_up(plugin, &sandbox, &cache);
+                    spawn_tier_up(plugin, &sandbox, &cache, load_slots);
                 }
                 (i, log_load(&path, result, started))
             });
@@ -502,13 +503,23 @@ async fn acquire_owned_until(
 
 /// Moves a plugin loaded on baseline code to Cranelift's in the
 /// background (its calls go on meanwhile); a failure is logged and the
-/// plugin stays on the baseline code, which is correct, only slower.
-fn spawn_tier_up(plugin: &Arc<Plugin>, sandbox: &Arc<Sandbox>, cache: &ComponentCache) {
+/// plugin stays on the baseline code, which is correct, only slower. Each
+/// compile holds a load slot, like a load: a plugin dir of many cold
+/// plugins never compiles more than the load slots allow at once.
+fn spawn_tier_up(
+    plugin: &Arc<Plugin>,
+    sandbox: &Arc<Sandbox>,
+    cache: &ComponentCache,
+    load_slots: Arc<Semaphore>,
+) {
     if plugin.tier() != CodeTier::Baseline {
         return;
     }
     let (plugin, sandbox, cache) = (plugin.clone(), sandbox.clone(), cache.clone());
     tokio::spawn(async move {
+        let Ok(_slot) = load_slots.acquire_owned().await else {
+            return;
+        };
         if let Err(e) = plugin.tier_up(&sandbox, &cache).await {
             tracing::warn!(plugin = %plugin.name, "stays on baseline code: {e:#}");
         }
