@@ -36,14 +36,17 @@ test: plugins
 
 # Benchmarks (release build): ours vs a do-nothing floor and the Python FastMCP baseline; start-up,
 # instantiation, concurrency, result sizes, servers at once, memory. `--only sizes,memory` picks sections.
+# (Arguments passed as given: `--peer "PROGRAM ARGS"` stays one argument.)
+[positional-arguments]
 bench *args="": plugins
     bash scripts/bench-baseline-venv.sh
-    cargo run --release -p wasm-mcp-bench -- {{args}}
+    cargo run --release -p wasm-mcp-bench -- "$@"
 
 # The bench with microsoft/wassette side by side (--peer; scripts/peer-wassette.sh builds it once, ~16 min).
+[positional-arguments]
 bench-peer *args="":
     bash scripts/peer-wassette.sh build
-    just bench --peer "{{justfile_directory()}}/scripts/peer-wassette.sh serve {worktree} {worktree}.wassette" --peer-tool read-file --peer-absolute-paths {{args}}
+    just bench --peer "{{justfile_directory()}}/scripts/peer-wassette.sh serve {worktree} {worktree}.wassette" --peer-tool read-file --peer-absolute-paths "$@"
 
 # Regenerate fuzz/workspace-tools.json from the built workspace plugin (`wasm-mcp tools`).
 fuzz-schemas: plugins

@@ -4,18 +4,22 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
+use crate::sandbox::CodeTier;
+
 impl CacheOutcome {
     /// The compiler whose code this is.
-    pub fn tier(self) -> crate::sandbox::CodeTier {
+    pub fn tier(self) -> CodeTier {
         match self {
-            CacheOutcome::Baseline => crate::sandbox::CodeTier::Baseline,
-            CacheOutcome::Hit | CacheOutcome::Compiled => crate::sandbox::CodeTier::Optimized,
+            CacheOutcome::Baseline => CodeTier::Baseline,
+            CacheOutcome::Hit | CacheOutcome::Compiled => CodeTier::Optimized,
         }
     }
 }
@@ -32,10 +36,52 @@ pub enum CacheOutcome {
     Baseline,
 }
 
-/// A cache directory (or none: always compile).
+/// A cache directory (or none: always compile). Every compile a server
+/// does goes through it, so it also counts them (see [`Compiles`]).
 #[derive(Debug, Clone)]
 pub struct ComponentCache {
     dir: Option<PathBuf>,
+    compiles: Arc<CompileGauge>,
+}
+
+/// The compiles a cache has run: running now, the most ever running at
+/// once, and finished, by compiler. The registry bounds `peak` (load slots
+/// plus the tier-up lane) however many cold plugins a directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Compiles {
+    pub running: usize,
+    pub peak: usize,
+    /// Finished baseline (Winch) compiles.
+    pub baseline: usize,
+    /// Finished Cranelift compiles.
+    pub optimized: usize,
+}
+
+#[derive(Debug, Default)]
+struct CompileGauge {
+    running: AtomicUsize,
+    peak: AtomicUsize,
+    /// Finished compiles, by [`CodeTier`] (its index).
+    done: [AtomicUsize; 2],
+}
+
+impl CompileGauge {
+    /// Counts one compile by `tier` until the returned guard drops.
+    fn enter(&self, tier: CodeTier) -> Counted<'_> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        Counted(self, tier)
+    }
+}
+
+/// One compile running; counted as done when dropped.
+struct Counted<'a>(&'a CompileGauge, CodeTier);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        self.0.done[self.1 as usize].fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// Hex SHA-256 of `bytes`.
@@ -51,7 +97,30 @@ fn engine_key(engine: &Engine) -> String {
 
 impl ComponentCache {
     pub fn new(dir: Option<PathBuf>) -> Self {
-        ComponentCache { dir }
+        ComponentCache {
+            dir,
+            compiles: Arc::default(),
+        }
+    }
+
+    /// The compiles run through this cache (and its clones) so far.
+    pub fn compiles(&self) -> Compiles {
+        let g = &self.compiles;
+        Compiles {
+            running: g.running.load(Ordering::SeqCst),
+            peak: g.peak.load(Ordering::SeqCst),
+            baseline: g.done[CodeTier::Baseline as usize].load(Ordering::SeqCst),
+            optimized: g.done[CodeTier::Optimized as usize].load(Ordering::SeqCst),
+        }
+    }
+
+    /// Compiles `bytes` with the baseline engine (Winch). Never cached:
+    /// the plugin runs on it only until Cranelift's code replaces it.
+    pub fn compile_baseline(&self, baseline: &Engine, bytes: &[u8]) -> Result<Component> {
+        let _counted = self.compiles.enter(CodeTier::Baseline);
+        Component::new(baseline, bytes)
+            .map_err(anyhow::Error::from)
+            .context("compiling component (baseline)")
     }
 
     fn entry(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
@@ -78,10 +147,13 @@ impl ComponentCache {
             return Ok((c, CacheOutcome::Hit));
         }
         let entry = self.entry(engine, digest);
-        let compiled = engine
-            .precompile_component(bytes)
-            .map_err(anyhow::Error::from)
-            .context("compiling component")?;
+        let compiled = {
+            let _counted = self.compiles.enter(CodeTier::Optimized);
+            engine
+                .precompile_component(bytes)
+                .map_err(anyhow::Error::from)
+                .context("compiling component")?
+        };
         // Mapped from the cache file when it could be written: its code pages
         // are then shared with every other server using the same cache
         // (not a private copy per process).

@@ -12,6 +12,13 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 5 << 20;
 /// instance slots, so loading never takes a slot from a call.
 pub const LOAD_SLOTS: usize = 4;
 
+/// Background tier-ups (Cranelift compiles of plugins loaded on baseline
+/// code) running at once: one, in its own lane, so loads never wait behind
+/// them (Cranelift spreads one compile over the cores itself). Compiles at
+/// once are at most `LOAD_SLOTS + TIER_UP_SLOTS`, however many cold
+/// plugins a directory holds.
+pub const TIER_UP_SLOTS: usize = 1;
+
 /// What one component instance may contain. Instantiating a component with
 /// more fails (the plugin is refused at load). The pooling allocator is
 /// sized as `(max_concurrency + LOAD_SLOTS) ×` these, so calls admitted by

@@ -641,10 +641,9 @@ async fn compile(
     tokio::task::spawn_blocking(move || match baseline {
         Some(quick) => match cache.lookup(&engine, &digest) {
             Some(c) => Ok((c, CacheOutcome::Hit)),
-            None => Component::new(&quick, &bytes)
-                .map(|c| (c, CacheOutcome::Baseline))
-                .map_err(anyhow::Error::from)
-                .context("compiling component (baseline)"),
+            None => cache
+                .compile_baseline(&quick, &bytes)
+                .map(|c| (c, CacheOutcome::Baseline)),
         },
         None => cache.load(&engine, &bytes, &digest),
     })

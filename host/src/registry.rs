@@ -17,7 +17,7 @@ use crate::cache::ComponentCache;
 use wasm_mcp_protocol::ErrorKind;
 
 use crate::catalog::Catalog;
-use crate::limits::{before, LOAD_SLOTS};
+use crate::limits::{before, LOAD_SLOTS, TIER_UP_SLOTS};
 use crate::plugin::{CallError, CallStats, LoadError, Plugin, Slot};
 use crate::sandbox::{CodeTier, Sandbox};
 use crate::signing::signature_path;
@@ -125,6 +125,9 @@ pub struct Registry {
     permits: Semaphore,
     /// Plugin loads running at once (they have their own instance slots).
     load_slots: Arc<Semaphore>,
+    /// Background tier-ups running at once (their own lane: loads never
+    /// queue behind them).
+    tier_up_slots: Arc<Semaphore>,
     /// Pins, trusted keys and grants every load is checked against.
     policy: Arc<TrustPolicy>,
     audit: AuditLog,
@@ -202,6 +205,7 @@ impl Registry {
         let reg = Arc::new(Registry {
             permits: Semaphore::new(sandbox.limits().max_concurrency),
             load_slots: Arc::new(Semaphore::new(LOAD_SLOTS)),
+            tier_up_slots: Arc::new(Semaphore::new(TIER_UP_SLOTS)),
             sandbox: Arc::new(sandbox),
             cache,
             dir: dir.to_owned(),
@@ -306,14 +310,10 @@ impl Registry {
             };
             let (sandbox, cache, path) = (self.sandbox.clone(), self.cache.clone(), path.clone());
             let policy = self.policy.clone();
-            let load_slots = self.load_slots.clone();
             tasks.spawn(async move {
                 let started = Instant::now();
                 let result = Plugin::load_trusted(&sandbox, &cache, &policy, &path).await;
                 drop(slot);
-                if let Ok(plugin) = &result {
-                    spawn_tier_up(plugin, &sandbox, &cache, load_slots);
-                }
                 (i, log_load(&path, result, started))
             });
         }
@@ -323,11 +323,37 @@ impl Registry {
                 Err(e) => tracing::error!("a plugin load task failed: {e}"),
             }
         }
+        // Only now, so this scan's loads never share the cores with them.
+        for loaded in results.iter().flatten() {
+            if let Loaded::Done(Some(plugin)) = loaded {
+                self.spawn_tier_up(plugin);
+            }
+        }
         files
             .into_iter()
             .zip(results)
             .map(|((path, stamp), r)| (path, stamp, r.unwrap_or(Loaded::Retry)))
             .collect()
+    }
+
+    /// Moves a plugin loaded on baseline code to Cranelift's in the
+    /// background (its calls go on meanwhile), in the tier-up lane, in the
+    /// order loaded; a failure is logged and the plugin stays on the
+    /// baseline code, which is correct, only slower.
+    fn spawn_tier_up(&self, plugin: &Arc<Plugin>) {
+        if plugin.tier() != CodeTier::Baseline {
+            return;
+        }
+        let (plugin, sandbox, cache) = (plugin.clone(), self.sandbox.clone(), self.cache.clone());
+        let lane = self.tier_up_slots.clone();
+        tokio::spawn(async move {
+            let Ok(_slot) = lane.acquire_owned().await else {
+                return;
+            };
+            if let Err(e) = plugin.tier_up(&sandbox, &cache).await {
+                tracing::warn!(plugin = %plugin.name, "stays on baseline code: {e:#}");
+            }
+        });
     }
 
     /// Validate and run one call against the given catalog snapshot.
@@ -499,31 +525,6 @@ async fn acquire_owned_until(
     deadline: Instant,
 ) -> Option<tokio::sync::OwnedSemaphorePermit> {
     before(deadline, sem.clone().acquire_owned()).await?.ok()
-}
-
-/// Moves a plugin loaded on baseline code to Cranelift's in the
-/// background (its calls go on meanwhile); a failure is logged and the
-/// plugin stays on the baseline code, which is correct, only slower. Each
-/// compile holds a load slot, like a load: a plugin dir of many cold
-/// plugins never compiles more than the load slots allow at once.
-fn spawn_tier_up(
-    plugin: &Arc<Plugin>,
-    sandbox: &Arc<Sandbox>,
-    cache: &ComponentCache,
-    load_slots: Arc<Semaphore>,
-) {
-    if plugin.tier() != CodeTier::Baseline {
-        return;
-    }
-    let (plugin, sandbox, cache) = (plugin.clone(), sandbox.clone(), cache.clone());
-    tokio::spawn(async move {
-        let Ok(_slot) = load_slots.acquire_owned().await else {
-            return;
-        };
-        if let Err(e) = plugin.tier_up(&sandbox, &cache).await {
-            tracing::warn!(plugin = %plugin.name, "stays on baseline code: {e:#}");
-        }
-    });
 }
 
 /// Logs a load attempt's result and sorts it: loaded, refused, or retry.

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use wasm_mcp_host::cache::{CacheOutcome, ComponentCache};
+use wasm_mcp_host::limits::{LOAD_SLOTS, TIER_UP_SLOTS};
 use wasm_mcp_host::plugin::{CallError, Plugin};
+use wasm_mcp_host::registry::{Outcome, Registry};
 use wasm_mcp_host::sandbox::{CodeTier, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::Limits;
 
@@ -103,4 +105,89 @@ async fn without_the_baseline_tier_a_cold_plugin_is_compiled_by_cranelift() {
     // Nothing to move up.
     plugin.tier_up(&sb, &cache).await.unwrap();
     assert_eq!(plugin.tier(), CodeTier::Optimized);
+}
+
+/// `bytes` (a component) with a custom section appended: another content
+/// hash, so another compile and another cache entry, same behaviour.
+fn with_custom_section(bytes: &[u8], tag: &str) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n == 0 { b } else { b | 0x80 });
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let name = format!("tier-test-{tag}");
+    let mut payload = Vec::new();
+    leb(name.len(), &mut payload);
+    payload.extend_from_slice(name.as_bytes());
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section id
+    leb(payload.len(), &mut out);
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Hostile in its own way: a plugin dir of many cold plugins. Each loads
+/// on baseline code, all in the first scan (none waits behind a Cranelift
+/// compile past the load budget); then each moves to Cranelift's code in
+/// the background, one at a time, so compiles at once stay within the load
+/// slots plus the tier-up lane (not one thread per plugin on the blocking
+/// pool), and every plugin ends up on cached Cranelift code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_cold_plugins_load_at_once_then_tier_up_one_at_a_time() {
+    const PLUGINS: usize = 3 * LOAD_SLOTS;
+    let wt = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read(hostile()).unwrap();
+    for i in 0..PLUGINS {
+        let bytes = with_custom_section(&original, &i.to_string());
+        std::fs::write(dir.path().join(format!("cold-{i:02}.wasm")), bytes).unwrap();
+    }
+    let cache = ComponentCache::new(Some(cache_dir.path().to_path_buf()));
+    let reg = Registry::open(sandbox(wt.path(), true), cache.clone(), dir.path(), None)
+        .await
+        .unwrap();
+    // All loaded in the first scan, each on baseline code; the first
+    // plugin's tools are served while the tier-ups run.
+    assert_eq!(cache.compiles().baseline, PLUGINS, "{:?}", cache.compiles());
+    let catalog = reg.catalog();
+    assert!(catalog.get("fs_read").is_some(), "{:?}", catalog.rejections);
+    std::fs::write(wt.path().join("f.txt"), "hello").unwrap();
+    let read = reg
+        .call(&catalog, "fs_read", serde_json::json!({"path": "/f.txt"}))
+        .await;
+    assert!(
+        matches!(&read, Some(Outcome::Ok { text, .. }) if text.contains("hello")),
+        "{read:?}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let done = loop {
+        let c = cache.compiles();
+        if c.optimized >= PLUGINS && c.running == 0 {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "tier-ups did not finish: {c:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        done.optimized, PLUGINS,
+        "one Cranelift compile each: {done:?}"
+    );
+    assert!(
+        done.peak <= LOAD_SLOTS + TIER_UP_SLOTS,
+        "{} compiles ran at once; the bound is {LOAD_SLOTS} loads + {TIER_UP_SLOTS} tier-up",
+        done.peak
+    );
+    assert!(done.peak >= 2, "loads never overlapped: {done:?}");
+    assert_eq!(
+        std::fs::read_dir(cache_dir.path()).unwrap().count(),
+        PLUGINS,
+        "one cached Cranelift entry per plugin"
+    );
 }
