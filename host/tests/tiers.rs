@@ -110,24 +110,13 @@ async fn without_the_baseline_tier_a_cold_plugin_is_compiled_by_cranelift() {
 /// `bytes` (a component) with a custom section appended: another content
 /// hash, so another compile and another cache entry, same behaviour.
 fn with_custom_section(bytes: &[u8], tag: &str) -> Vec<u8> {
-    fn leb(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let b = (n & 0x7f) as u8;
-            n >>= 7;
-            out.push(if n == 0 { b } else { b | 0x80 });
-            if n == 0 {
-                break;
-            }
-        }
-    }
-    let name = format!("tier-test-{tag}");
-    let mut payload = Vec::new();
-    leb(name.len(), &mut payload);
-    payload.extend_from_slice(name.as_bytes());
+    use wasm_encoder::ComponentSection;
     let mut out = bytes.to_vec();
-    out.push(0); // custom section id
-    leb(payload.len(), &mut out);
-    out.extend_from_slice(&payload);
+    wasm_encoder::CustomSection {
+        name: format!("tier-test-{tag}").into(),
+        data: (&[][..]).into(),
+    }
+    .append_to_component(&mut out);
     out
 }
 
