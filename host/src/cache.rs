@@ -61,8 +61,8 @@ pub struct Compiles {
 struct CompileGauge {
     running: AtomicUsize,
     peak: AtomicUsize,
-    /// Finished compiles, by [`CodeTier`] (its index).
-    done: [AtomicUsize; 2],
+    baseline: AtomicUsize,
+    optimized: AtomicUsize,
 }
 
 impl CompileGauge {
@@ -72,6 +72,14 @@ impl CompileGauge {
         self.peak.fetch_max(now, Ordering::SeqCst);
         Counted(self, tier)
     }
+
+    /// The finished compiles of `tier`.
+    fn done(&self, tier: CodeTier) -> &AtomicUsize {
+        match tier {
+            CodeTier::Baseline => &self.baseline,
+            CodeTier::Optimized => &self.optimized,
+        }
+    }
 }
 
 /// One compile running; counted as done when dropped.
@@ -80,7 +88,7 @@ struct Counted<'a>(&'a CompileGauge, CodeTier);
 impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, Ordering::SeqCst);
-        self.0.done[self.1 as usize].fetch_add(1, Ordering::SeqCst);
+        self.0.done(self.1).fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -109,8 +117,8 @@ impl ComponentCache {
         Compiles {
             running: g.running.load(Ordering::SeqCst),
             peak: g.peak.load(Ordering::SeqCst),
-            baseline: g.done[CodeTier::Baseline as usize].load(Ordering::SeqCst),
-            optimized: g.done[CodeTier::Optimized as usize].load(Ordering::SeqCst),
+            baseline: g.baseline.load(Ordering::SeqCst),
+            optimized: g.optimized.load(Ordering::SeqCst),
         }
     }
 
