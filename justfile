@@ -5,14 +5,16 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 plugins:
     bash scripts/build-plugins.sh
 
-# Build the host binaries.
+# Build the host binaries. Every cargo command here selects the whole workspace
+# (`--workspace`, or no `-p`): with `-p` cargo resolves other features and
+# builds wasmtime and the host again (a few minutes and ~1 GB each time).
 build: plugins
     cargo build --workspace --bins
 
 # Create a worktree for a task, serve it over MCP, run the agent loop, commit the
 # work on branch agent/<run-id> (printed) and remove the worktree.
 run-task task="tasks/sample.toml" *args="": build
-    cargo run -q -p wasm-mcp-harness --bin wasm-agent -- run-task --policy policy/default.toml --task {{task}} {{args}}
+    cargo run -q --bin wasm-agent -- run-task --policy policy/default.toml --task {{task}} {{args}}
 
 # Formatting and lints, both workspaces (CI runs this first).
 lint:
@@ -32,7 +34,7 @@ test: plugins
     cargo test --manifest-path plugins/Cargo.toml
     python3 -m unittest discover -s plugins/py-csv
     node --test plugins/js-json/lint.test.js
-    cargo test -p wasm-mcp-host --test load -- --ignored --nocapture
+    cargo test --workspace --test load -- --ignored --nocapture
 
 # Benchmarks (release build): ours vs a do-nothing floor and the Python FastMCP baseline; start-up,
 # instantiation, concurrency, result sizes, servers at once, memory. `--only sizes,memory` picks sections.
@@ -40,7 +42,8 @@ test: plugins
 [positional-arguments]
 bench *args="": plugins
     bash scripts/bench-baseline-venv.sh
-    cargo run --release -p wasm-mcp-bench -- "$@"
+    cargo build --release -q --workspace --bins
+    cargo run --release -q --bin wasm-mcp-bench -- "$@"
 
 # The bench with microsoft/wassette side by side (--peer; scripts/peer-wassette.sh builds it once, ~16 min).
 [positional-arguments]

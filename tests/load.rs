@@ -4,7 +4,7 @@
 //! grow, and no process or worktree is left behind.
 //!
 //! `WASM_MCP_LOAD_CALLS` (default 10000) and `WASM_MCP_LOAD_SERVERS`
-//! (default 4) size it. Run: `cargo test -p wasm-mcp-host --test load --
+//! (default 4) size it. Run: `cargo test --workspace --test load --
 //! --ignored --nocapture`.
 
 use std::path::Path;

@@ -225,17 +225,11 @@ fn workspace_root() -> PathBuf {
 /// Build (if needed) and locate the release `wasm-mcp` binary.
 fn server_binary(root: &Path) -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("bench: cargo build --release -p wasm-mcp-host --bin wasm-mcp");
+    // The workspace's binaries, as `just bench` builds them: with `-p` cargo
+    // would resolve other features and rebuild wasmtime.
+    eprintln!("bench: cargo build --release --workspace --bins");
     let st = std::process::Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-q",
-            "-p",
-            "wasm-mcp-host",
-            "--bin",
-            "wasm-mcp",
-        ])
+        .args(["build", "--release", "-q", "--workspace", "--bins"])
         .current_dir(root)
         .status()
         .context("running cargo")?;
