@@ -104,15 +104,37 @@ fn max_response_bytes_is_configurable() {
     assert!(s.shutdown().success());
 }
 
+/// Result texts no JSON parser should take: a contract violation naming
+/// why, not a crash of the server (a recursive parse of nesting a million
+/// deep would overflow its stack), and the next call is answered.
+#[test]
+fn hostile_result_texts_are_contract_violations() {
+    let (_wt, _dir, mut s, _log) = start(&[]);
+    for (tool, why) in [
+        ("deep_result", "nesting"),
+        ("surrogate_result", "surrogate"),
+    ] {
+        let (_, r) = call_raw(&mut s, tool);
+        assert_eq!(error_kind(&r), "contract_violation", "{r}");
+        let text = text_of(&r).to_lowercase();
+        assert!(text.contains("not valid json"), "{text}");
+        let depth_word = why == "nesting" && text.contains("recursion");
+        assert!(text.contains(why) || depth_word, "{text}");
+    }
+    let (_, r) = call_raw(&mut s, "fits_result");
+    assert!(!is_error(&r), "{r}");
+    assert!(s.shutdown().success());
+}
+
 #[test]
 fn tools_past_the_per_plugin_cap_are_refused_and_the_rest_served() {
     let (_wt, _dir, mut s, log) = start(&[]);
     let tools = s.list_all_tools();
     assert_eq!(tools.len(), 256);
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert!(names.contains(&"huge_error") && names.contains(&"filler_252"));
-    assert!(!names.contains(&"filler_253"));
+    assert!(names.contains(&"huge_error") && names.contains(&"filler_250"));
+    assert!(!names.contains(&"filler_251"));
     assert!(s.shutdown().success());
     let log = log.read();
-    assert!(log.contains("303 tools, over the limit of 256"), "{log}");
+    assert!(log.contains("305 tools, over the limit of 256"), "{log}");
 }

@@ -84,4 +84,45 @@ mod tests {
             json!({"any": true})
         );
     }
+
+    /// What a hostile guest can return as its result text: each is a clean
+    /// "not valid JSON" error (never a stack overflow or a panic), and the
+    /// legitimate extremes parse whole.
+    #[test]
+    fn hostile_result_texts_are_refused_cleanly() {
+        let nest = |depth: usize| format!("{{\"a\":{}{}}}", "[".repeat(depth), "]".repeat(depth));
+        let e = check_result(&nest(1_000_000), None).unwrap_err();
+        assert!(e.starts_with("result is not valid JSON: "), "{e}");
+        let says = e.to_lowercase();
+        assert!(
+            says.contains("recursion") || says.contains("nesting"),
+            "{e}"
+        );
+        assert!(check_result(&nest(100), None).is_ok());
+        for bad in [
+            r#"{"s":"\ud800"}"#,       // lone leading surrogate
+            r#"{"s":"\udc00"}"#,       // lone trailing surrogate
+            r#"{"s":"\ud800\u0041"}"#, // leading surrogate, then no trailing one
+            "{\"s\":\"a\u{1}b\"}",     // raw control character in a string
+            r#"{"s":"\x"}"#,           // unknown escape
+            r#"{"n":1e999}"#,          // out of f64's range
+            r#"{"a":1,}"#,             // trailing comma
+            "{} {}",                   // a second value
+            "{\"a\":1",                // cut short
+            "",
+        ] {
+            let e = check_result(bad, None).unwrap_err();
+            assert!(e.starts_with("result is not valid JSON: "), "{bad:?}: {e}");
+        }
+        let pair = check_result(r#"{"s":"\ud83d\ude00","e":"\u00e9\n"}"#, None).unwrap();
+        assert_eq!(pair, json!({"s": "😀", "e": "é\n"}));
+        assert_eq!(
+            check_result(r#"{"a":1,"a":2}"#, None).unwrap(),
+            json!({"a": 2})
+        );
+        assert_eq!(
+            check_result(r#" {"big":18446744073709551615,"neg":-1.5e300} "#, None).unwrap(),
+            json!({"big": 18446744073709551615u64, "neg": -1.5e300})
+        );
+    }
 }

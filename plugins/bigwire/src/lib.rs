@@ -1,14 +1,22 @@
 //! TEST-ONLY plugin whose answers do not fit the wire: a 100 MiB error
 //! message, a result of numbers that grows past the frame limit when
 //! re-serialized, plus a result that does fit; and more tools than the
-//! host's per-plugin cap (`filler_000`…), so the tail is refused.
+//! host's per-plugin cap (`filler_000`…), so the tail is refused. Also
+//! result texts that are not JSON the host can take: nesting a million deep
+//! and a lone surrogate escape.
 
 use serde_json::json;
 use wasm_mcp_guest::{ErrorCode, Tool, ToolError};
 
 /// Tools declared before the fillers (the host keeps the first 256).
-pub const WIRE_TOOLS: &[&str] = &["huge_error", "number_result", "fits_result"];
-/// Filler tools: with the wire tools, 303 declared.
+pub const WIRE_TOOLS: &[&str] = &[
+    "huge_error",
+    "number_result",
+    "fits_result",
+    "deep_result",
+    "surrogate_result",
+];
+/// Filler tools: with the wire tools, 305 declared.
 pub const FILLERS: usize = 300;
 
 /// `{"n":[1e9,1e9,…]}` of about `bytes` bytes: each `1e9` becomes
@@ -57,6 +65,13 @@ fn run(name: &str) -> Result<String, ToolError> {
         // Under the default 5 MiB output cap; ~16 MiB once re-serialized.
         "number_result" => Ok(numbers((5 << 20) - 4096)),
         "fits_result" => Ok(format!("{{\"s\":\"{}\"}}", "x".repeat(1 << 20))),
+        // 2 MB, under the output cap: a parser that recursed would overflow.
+        "deep_result" => Ok(format!(
+            "{{\"a\":{}{}}}",
+            "[".repeat(1_000_000),
+            "]".repeat(1_000_000)
+        )),
+        "surrogate_result" => Ok(r#"{"s":"\ud800"}"#.into()),
         _ => Ok("{}".into()),
     }
 }
@@ -75,7 +90,7 @@ mod tests {
     #[test]
     fn more_tools_than_the_cap() {
         assert!(super::tool_names().len() > 256);
-        assert_eq!(wasm_mcp_guest::descriptors(&super::tools()).len(), 303);
+        assert_eq!(wasm_mcp_guest::descriptors(&super::tools()).len(), 305);
     }
 
     #[test]
