@@ -121,35 +121,68 @@ pub struct Preview {
 
 /// `data` is what was read (at most the cap); `capped` says the file had
 /// more. Lines keep their terminators, so `content` is an exact slice.
-/// Valid UTF-8 is checked once (the fast ASCII path) and the window is cut
-/// out by byte range: a whole file becomes `content` without a copy (a
-/// profile of a 1.9 MB read showed the lossy per-char check and a copy
-/// line by line as a third of the guest's time).
+/// Valid UTF-8 is checked once and the window is cut out by byte range: a
+/// whole file becomes `content` without a copy. Both scans use wasm SIMD
+/// (`simd128`, 16 bytes at a time): `simdutf8` for the UTF-8 check and
+/// `memchr` for the line ends, where std's are 8 bytes at a time on wasm
+/// (the two were 14% of the server's CPU time on a 1.9 MB read).
 pub fn preview(data: Vec<u8>, offset: u64, line_limit: u64, capped: bool) -> Preview {
-    let text = String::from_utf8(data)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    let (mut total, mut returned, mut pos) = (0u64, 0u64, 0usize);
-    let mut window: Option<(usize, usize)> = None;
-    for line in text.split_inclusive('\n') {
-        if total >= offset && returned < line_limit {
-            let start = window.map_or(pos, |(start, _)| start);
-            window = Some((start, pos + line.len()));
-            returned += 1;
-        }
-        pos += line.len();
-        total += 1;
-    }
-    let truncated = capped || offset.saturating_add(returned) < total;
-    let content = match window {
+    let text = utf8_or_lossy(data);
+    let lines = line_window(text.as_bytes(), offset, line_limit);
+    let truncated = capped || offset.saturating_add(lines.returned) < lines.total;
+    let content = match lines.bytes {
         Some((0, end)) if end == text.len() => text,
         Some((start, end)) => text[start..end].to_owned(),
         None => String::new(),
     };
     Preview {
         content,
-        lines_returned: returned,
-        total_lines: total,
+        lines_returned: lines.returned,
+        total_lines: lines.total,
         truncated,
+    }
+}
+
+/// `data` as a `String`: unchanged when it is UTF-8, else with U+FFFD for
+/// each invalid sequence.
+fn utf8_or_lossy(data: Vec<u8>) -> String {
+    if simdutf8::basic::from_utf8(&data).is_ok() {
+        // SAFETY: simdutf8 has just checked that `data` is valid UTF-8.
+        unsafe { String::from_utf8_unchecked(data) }
+    } else {
+        String::from_utf8_lossy(&data).into_owned()
+    }
+}
+
+/// Lines `offset..offset + limit` of a text, as `str::split_inclusive('\n')`
+/// counts them (a last line without `\n` counts; an empty text has none).
+#[derive(Debug, PartialEq, Eq)]
+pub struct LineWindow {
+    pub total: u64,
+    pub returned: u64,
+    /// The byte range of the returned lines, terminators included.
+    pub bytes: Option<(usize, usize)>,
+}
+
+pub fn line_window(text: &[u8], offset: u64, limit: u64) -> LineWindow {
+    let ends = memchr::memchr_iter(b'\n', text).map(|nl| nl + 1);
+    let unterminated = text.last().is_some_and(|&b| b != b'\n');
+    let ends = ends.chain(unterminated.then_some(text.len()));
+    let (mut total, mut returned, mut line_start) = (0u64, 0u64, 0usize);
+    let mut bytes: Option<(usize, usize)> = None;
+    for end in ends {
+        if total >= offset && returned < limit {
+            let start = bytes.map_or(line_start, |(start, _)| start);
+            bytes = Some((start, end));
+            returned += 1;
+        }
+        line_start = end;
+        total += 1;
+    }
+    LineWindow {
+        total,
+        returned,
+        bytes,
     }
 }
 
