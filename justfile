@@ -6,15 +6,16 @@ plugins:
     bash scripts/build-plugins.sh
 
 # Build the host binaries. Every cargo command here selects the whole workspace
-# (`--workspace`, or no `-p`): with `-p` cargo resolves other features and
-# builds wasmtime and the host again (a few minutes and ~1 GB each time).
+# (`--workspace`; binaries run through scripts/run-bin.sh): with `-p` or
+# `cargo run --bin` cargo resolves other features and builds wasmtime and the
+# host again (a few minutes and ~1 GB each time).
 build: plugins
     cargo build --workspace --bins
 
 # Create a worktree for a task, serve it over MCP, run the agent loop, commit the
 # work on branch agent/<run-id> (printed) and remove the worktree.
 run-task task="tasks/sample.toml" *args="": build
-    cargo run -q --bin wasm-agent -- run-task --policy policy/default.toml --task {{task}} {{args}}
+    bash scripts/run-bin.sh wasm-agent run-task --policy policy/default.toml --task {{task}} {{args}}
 
 # Formatting and lints, both workspaces (CI runs this first).
 lint:
@@ -42,8 +43,7 @@ test: plugins
 [positional-arguments]
 bench *args="": plugins
     bash scripts/bench-baseline-venv.sh
-    cargo build --release -q --workspace --bins
-    cargo run --release -q --bin wasm-mcp-bench -- "$@"
+    bash scripts/run-bin.sh --release wasm-mcp-bench "$@"
 
 # The bench with microsoft/wassette side by side (--peer; scripts/peer-wassette.sh builds it once, ~16 min).
 [positional-arguments]

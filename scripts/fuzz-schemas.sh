@@ -9,10 +9,7 @@ cd "$ROOT"
 WT="$(mktemp -d)"
 trap 'rm -rf "$WT"' EXIT
 # Without `_meta` (the plugin's digest changes with every build).
-# --workspace, as `just build`: `-p` would resolve other features and build
-# wasmtime and the host a second time.
-cargo build -q --workspace --bins
-cargo run -q --bin wasm-mcp -- tools --worktree "$WT" --plugins dist/plugins 2>/dev/null \
+bash "$ROOT/scripts/run-bin.sh" wasm-mcp tools --worktree "$WT" --plugins dist/plugins 2>/dev/null \
   | python3 -c 'import json,sys; t=json.load(sys.stdin); [x.pop("_meta",None) for x in t]; print(json.dumps(t,indent=2))' \
   > fuzz/workspace-tools.json.new
 mv fuzz/workspace-tools.json.new fuzz/workspace-tools.json
