@@ -154,8 +154,7 @@ fn utf8_or_lossy(data: Vec<u8>) -> String {
     }
 }
 
-/// Lines `offset..offset + limit` of a text, as `str::split_inclusive('\n')`
-/// counts them (a last line without `\n` counts; an empty text has none).
+/// What [`line_window`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub struct LineWindow {
     pub total: u64,
@@ -164,6 +163,8 @@ pub struct LineWindow {
     pub bytes: Option<(usize, usize)>,
 }
 
+/// Lines `offset..offset + limit` of a text, as `str::split_inclusive('\n')`
+/// counts them (a last line without `\n` counts; an empty text has none).
 pub fn line_window(text: &[u8], offset: u64, limit: u64) -> LineWindow {
     let ends = memchr::memchr_iter(b'\n', text).map(|nl| nl + 1);
     let unterminated = text.last().is_some_and(|&b| b != b'\n');
