@@ -39,8 +39,7 @@ fi
 
 # 1. The componentize tool, with the normal (rustup) toolchain.
 cargo build "${Q[@]}" -p componentize
-COMPONENTIZE="$(cargo metadata --format-version 1 --no-deps \
-  | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug/componentize"
+COMPONENTIZE="$(bash scripts/target-dir.sh)/debug/componentize"
 [ -x "$COMPONENTIZE" ] || { echo "build-plugins: $COMPONENTIZE missing" >&2; exit 1; }
 
 # Wasm SIMD (on by default in wasmtime): the guest SDK's JSON encoder

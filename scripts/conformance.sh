@@ -42,7 +42,7 @@ fi
 PLUGIN=$ROOT/dist/test-plugins/conformance.wasm
 [ -f "$PLUGIN" ] || { echo "conformance: $PLUGIN missing: run \`just plugins\`" >&2; exit 1; }
 cargo build -q --workspace --bins  # as `just build`: no second wasmtime build
-BIN=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug/wasm-mcp
+BIN=$(bash "$ROOT/scripts/target-dir.sh")/debug/wasm-mcp
 
 WORK=$(mktemp -d)
 SERVER_PID=

@@ -85,8 +85,7 @@ build_component() { # <src>
   fi
   ( cd "$ROOT" && cargo build -q -p componentize )
   local componentize
-  componentize="$(cd "$ROOT" && cargo metadata --format-version 1 --no-deps \
-    | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug/componentize"
+  componentize="$(bash "$ROOT/scripts/target-dir.sh")/debug/componentize"
   "$componentize" "$target/$guest/release/filesystem.wasm" "$COMPONENT" \
     --adapter reactor --export "func read-file"
 }

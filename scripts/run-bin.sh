@@ -17,6 +17,5 @@ fi
 NAME=${1:?usage: run-bin.sh [--release] NAME [ARGS...]}
 shift
 cargo build -q "${FLAGS[@]}" --manifest-path "$MANIFEST" --workspace --bins
-TARGET=$(cargo metadata --format-version 1 --no-deps --manifest-path "$MANIFEST" \
-  | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+TARGET=$(bash "$(dirname "${BASH_SOURCE[0]}")/target-dir.sh")
 exec "$TARGET/$PROFILE/$NAME" "$@"
