@@ -302,6 +302,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// `--no-baseline-compiler` (only `serve`, which lives long enough to
 /// move plugins to Cranelift's code, uses it).
 async fn open_registry(c: &CommonArgs, baseline_tier: bool) -> Result<Arc<Registry>> {
+    wasm_mcp_protocol::schema::warm_up_in_background();
     let limits = Limits {
         timeout: Duration::from_millis(c.timeout_ms),
         memory_bytes: c.memory_mb << 20,
