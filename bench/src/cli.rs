@@ -58,7 +58,7 @@ pub struct Args {
     /// Skip the baseline's concurrency series.
     #[arg(long)]
     pub no_baseline_concurrency: bool,
-    /// The wasm-mcp binary [default: build and use target/release/wasm-mcp].
+    /// The wasm-mcp binary [default: the one next to this bench's executable].
     #[arg(long)]
     pub server: Option<PathBuf>,
     /// Plugin directory (must contain workspace.wasm) [default: dist/plugins].

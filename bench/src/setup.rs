@@ -42,7 +42,7 @@ impl Bench {
         let root = workspace_root();
         let server = match &args.server {
             Some(s) => s.clone(),
-            None => server_binary(&root)?,
+            None => server_binary()?,
         };
         ensure!(
             server.is_file(),
@@ -222,22 +222,19 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Build (if needed) and locate the release `wasm-mcp` binary.
-fn server_binary(root: &Path) -> Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    // The workspace's binaries, as `just bench` builds them: with `-p` cargo
-    // would resolve other features and rebuild wasmtime.
-    eprintln!("bench: cargo build --release --workspace --bins");
-    let st = std::process::Command::new(cargo)
-        .args(["build", "--release", "-q", "--workspace", "--bins"])
-        .current_dir(root)
-        .status()
-        .context("running cargo")?;
-    ensure!(st.success(), "building wasm-mcp failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(target.join("release").join("wasm-mcp"))
+/// The `wasm-mcp` built with this bench: next to its own executable (one
+/// `cargo build --workspace --bins` makes both, as `just bench` does). The
+/// bench never builds it itself: a build started from here could replace
+/// the running bench, which spawns itself as the floor.
+fn server_binary() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the bench binary")?;
+    let server = exe.with_file_name("wasm-mcp");
+    ensure!(
+        server.is_file(),
+        "no wasm-mcp next to {}: build both with `cargo build --release --workspace --bins` (or run `just bench`), or name one with --server",
+        exe.display()
+    );
+    Ok(server)
 }
 
 fn machine() -> String {
