@@ -74,6 +74,18 @@ async fn non_components_and_wrong_worlds_are_refused_with_the_file_name() {
             wat::parse_str("(component)").unwrap(),
             "cannot be linked",
         ),
+        // Proposals the host's wasmtime is built without (threads, GC)
+        // fail to compile, with the file named, instead of loading.
+        (
+            "shared-memory.wasm",
+            wat::parse_str("(component (core module (memory 1 1 shared)))").unwrap(),
+            "failed to compile",
+        ),
+        (
+            "gc-struct.wasm",
+            wat::parse_str("(component (core module (type (struct (field i32)))))").unwrap(),
+            "failed to compile",
+        ),
     ];
     for (name, bytes, want) in cases {
         let err = Plugin::from_bytes(&sb, &cache, Path::new(name), &bytes)
