@@ -423,27 +423,10 @@ fn a_call_that_waits_for_a_slot_is_reported_queued_then_running() {
     assert!(s.shutdown().success());
 }
 
-#[test]
-fn progress_reports_each_stage_of_a_call_only_when_asked() {
-    let wt = worktree();
-    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
-    let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
-    let call = |token: Option<&str>| {
-        let mut p = json!({"name": "read_file", "arguments": {"path": "hello.txt"}});
-        if let Some(t) = token {
-            p["_meta"] = json!({"progressToken": t});
-        }
-        p
-    };
-    let r = s.request("tools/call", call(Some("p")));
-    assert!(r.get("result").is_some(), "{r}");
-    // A 2025-11-25 result keeps its shape: no 2026-07-28 fields.
-    assert!(
-        r["result"].get("_meta").is_none() && r["result"].get("resultType").is_none(),
-        "{r}"
-    );
-    let steps: Vec<(Value, Value)> = s
-        .notifications
+/// The progress notifications in `s.notifications` so far, as
+/// (step, message), drained.
+fn progress_steps(s: &mut Server) -> Vec<(Value, Value)> {
+    s.notifications
         .drain(..)
         .filter(|n| n["method"] == "notifications/progress")
         .map(|n| {
@@ -452,23 +435,74 @@ fn progress_reports_each_stage_of_a_call_only_when_asked() {
                 n["params"]["message"].clone(),
             )
         })
-        .collect();
-    // Admitted at once: not reported as queued.
+        .collect()
+}
+
+fn with_progress(params: Value, token: Option<&str>) -> Value {
+    let mut p = params;
+    if let Some(t) = token {
+        p["_meta"] = json!({"progressToken": t});
+    }
+    p
+}
+
+/// A call is reported only once it has run `--progress-after-ms` (100 by
+/// default; 300 here, so a loaded machine cannot make a read slow): a fast
+/// call is answered with no notification, a slow one gets "running" and
+/// how it ended, both before its response.
+#[test]
+fn progress_reports_a_slow_call_and_leaves_a_fast_one_quiet() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(
+        wt.path(),
+        plugins.path(),
+        &["--progress-after-ms", "300", "--timeout-ms", "1500"],
+    );
+    let read = json!({"name": "read_file", "arguments": {"path": "hello.txt"}});
+    for _ in 0..3 {
+        let r = s.request("tools/call", with_progress(read.clone(), Some("fast")));
+        assert!(!is_error(&r["result"]), "{r}");
+        assert_eq!(progress_steps(&mut s), [], "a fast call sends no progress");
+    }
+    let slow = json!({"name": "sleep_forever", "arguments": {}});
+    let r = s.request("tools/call", with_progress(slow, Some("slow")));
+    assert!(is_error(&r["result"]), "{r}");
+    // Both arrived before the response (`request` keeps what came first).
     assert_eq!(
-        steps,
+        progress_steps(&mut s),
+        [
+            (json!(2.0), json!("sleep_forever: running")),
+            (json!(3.0), json!("sleep_forever: timeout")),
+        ]
+    );
+    assert!(s.shutdown().success());
+}
+
+/// `--progress-after-ms 0`: every call with a token reports each stage
+/// (not queued when admitted at once); no token, no progress.
+#[test]
+fn progress_reports_each_stage_of_every_call_when_asked_to() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--progress-after-ms", "0"]);
+    let read = json!({"name": "read_file", "arguments": {"path": "hello.txt"}});
+    let r = s.request("tools/call", with_progress(read.clone(), Some("p")));
+    assert!(r.get("result").is_some(), "{r}");
+    // A 2025-11-25 result keeps its shape: no 2026-07-28 fields.
+    assert!(
+        r["result"].get("_meta").is_none() && r["result"].get("resultType").is_none(),
+        "{r}"
+    );
+    assert_eq!(
+        progress_steps(&mut s),
         [
             (json!(2.0), json!("read_file: running")),
             (json!(3.0), json!("read_file: done")),
         ]
     );
-    s.request("tools/call", call(None));
-    assert!(
-        !s.notifications
-            .iter()
-            .any(|n| n["method"] == "notifications/progress"),
-        "no token, no progress: {:?}",
-        s.notifications
-    );
+    s.request("tools/call", with_progress(read, None));
+    assert_eq!(progress_steps(&mut s), [], "no token, no progress");
     assert!(s.shutdown().success());
 }
 

@@ -14,6 +14,7 @@ use wasm_mcp_host::disk_budget::DiskLimits;
 use wasm_mcp_host::grants::Grants;
 use wasm_mcp_host::http::{auth, HttpOptions};
 use wasm_mcp_host::pinning::{lock_path, PluginLock};
+use wasm_mcp_host::progress::DEFAULT_PROGRESS_AFTER;
 use wasm_mcp_host::registry::{Outcome, Registry, Trust};
 use wasm_mcp_host::sandbox::{Clocks, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::server::{McpServer, DEFAULT_PAGE_SIZE};
@@ -213,6 +214,12 @@ struct ServeArgs {
     /// its head and a note.
     #[arg(long, default_value_t = DEFAULT_TEXT_MIRROR_BYTES)]
     text_mirror_bytes: usize,
+    /// For a `tools/call` with a progress token: how long (ms) the call
+    /// runs before it is reported as running (then as done). A call that
+    /// ends sooner is answered with no progress; one that waits for a slot
+    /// is reported at once. 0 reports every call.
+    #[arg(long, default_value_t = DEFAULT_PROGRESS_AFTER.as_millis() as u64)]
+    progress_after_ms: u64,
     /// Rescan the plugin dir this often (ms); 0 disables.
     #[arg(long, default_value_t = 1000)]
     watch_ms: u64,
@@ -449,7 +456,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
     tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "plugins loaded");
     let server = McpServer::new(registry, args.page_size)
         .with_max_response_bytes(args.max_response_bytes)
-        .with_text_mirror_bytes(args.text_mirror_bytes);
+        .with_text_mirror_bytes(args.text_mirror_bytes)
+        .with_progress_after(Duration::from_millis(args.progress_after_ms));
     let watcher =
         (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
     let result = match http {

@@ -1,10 +1,18 @@
 //! Progress of a `tools/call`, for clients that put a `progressToken` in
 //! the request's `_meta`: what the server actually knows, in order
 //! (queued for a slot — only when the call had to wait for one —, running,
-//! done), as `notifications/progress` on the request's own stream. Each
-//! notification is a message the client must read: a call admitted at
-//! once is not reported as queued (the bench measured ~0.1 ms per small
-//! call for the three notifications).
+//! done), as `notifications/progress` on the request's own stream.
+//!
+//! A call that ends within [`Progress`]'s `after` (default
+//! [`DEFAULT_PROGRESS_AFTER`]) is answered with no progress at all: each
+//! notification is a frame the client must read, and rmcp's client puts a
+//! token on every request, so a small call paid ~60 µs for a "running" and
+//! a "done" nobody could see (the bench's sequential section). A call that
+//! waits for a slot is reported at once; the end is reported only after a
+//! start was.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
@@ -16,41 +24,75 @@ use crate::registry::CallStage;
 /// Steps reported, out of [`TOTAL`].
 const TOTAL: f64 = 3.0;
 
+/// How long a call runs unreported (`wasm-mcp serve --progress-after-ms`).
+pub const DEFAULT_PROGRESS_AFTER: Duration = Duration::from_millis(100);
+
 /// Sends the progress of one request (only built when it has a token).
 pub struct Progress {
     peer: Peer<RoleServer>,
     token: ProgressToken,
     tool: String,
+    /// How long a running call goes unreported.
+    after: Duration,
+    /// Something was sent: the end is reported too.
+    reported: AtomicBool,
 }
 
 impl Progress {
     /// A reporter when the request asked for progress, else `None`.
-    pub fn for_request(context: &RequestContext<RoleServer>, tool: &str) -> Option<Self> {
+    pub fn for_request(
+        context: &RequestContext<RoleServer>,
+        tool: &str,
+        after: Duration,
+    ) -> Option<Self> {
         let token = context.meta.get_progress_token()?;
         Some(Progress {
             peer: context.peer.clone(),
             token,
             tool: tool.to_owned(),
+            after,
+            reported: AtomicBool::new(false),
         })
     }
 
-    /// Reports each stage the call passes until the call drops its sender.
+    /// Reports each stage the call passes until the call drops its sender;
+    /// a start only once the call has run for `after` (or had to wait).
     pub async fn forward(&self, mut stages: UnboundedReceiver<CallStage>) {
         while let Some(stage) = stages.recv().await {
-            let (step, message) = match stage {
-                CallStage::Queued => (1.0, format!("{}: waiting for a call slot", self.tool)),
-                CallStage::Running => (2.0, format!("{}: running", self.tool)),
-            };
-            self.send(step, message).await;
+            match stage {
+                CallStage::Queued => {
+                    self.send(1.0, format!("{}: waiting for a call slot", self.tool))
+                        .await
+                }
+                CallStage::Running => {
+                    if !self.reported() && !self.after.is_zero() {
+                        tokio::select! {
+                            biased;
+                            // The call ended (its sender dropped) in time.
+                            None = stages.recv() => return,
+                            () = tokio::time::sleep(self.after) => {}
+                        }
+                    }
+                    self.send(2.0, format!("{}: running", self.tool)).await
+                }
+            }
         }
     }
 
-    /// The last step: the call ended (`outcome` says how).
+    /// The last step: the call ended (`outcome` says how). Sent only when
+    /// an earlier step was.
     pub async fn done(&self, outcome: &str) {
-        self.send(TOTAL, format!("{}: {outcome}", self.tool)).await;
+        if self.reported() {
+            self.send(TOTAL, format!("{}: {outcome}", self.tool)).await;
+        }
+    }
+
+    fn reported(&self) -> bool {
+        self.reported.load(Ordering::Acquire)
     }
 
     async fn send(&self, step: f64, message: String) {
+        self.reported.store(true, Ordering::Release);
         let mut param = ProgressNotificationParam::new(self.token.clone(), step).with_total(TOTAL);
         param.message = Some(message);
         if let Err(e) = self.peer.notify_progress(param).await {

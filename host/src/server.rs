@@ -24,7 +24,7 @@ use wasm_mcp_protocol::{decode_cursor, encode_cursor, ErrorKind};
 
 use crate::audit::{AuditOutcome, PendingAudit};
 use crate::cancel::unless_cancelled;
-use crate::progress::Progress;
+use crate::progress::{Progress, DEFAULT_PROGRESS_AFTER};
 use crate::registry::{Outcome, Registry};
 use crate::subscriptions::{Listeners, MAX_SUBSCRIPTIONS};
 use crate::wire_limits::{
@@ -51,6 +51,8 @@ pub struct McpServer {
     max_response_bytes: usize,
     /// Cap on a successful result's text mirror of its structured content.
     text_mirror_bytes: usize,
+    /// How long a call with a progress token runs before it is reported.
+    progress_after: Duration,
     /// Every session and subscription to tell about tool-list changes
     /// (shared by all clones: one per HTTP session, one on stdio).
     listeners: Arc<Listeners>,
@@ -63,8 +65,16 @@ impl McpServer {
             page_size: page_size.max(1),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             text_mirror_bytes: DEFAULT_TEXT_MIRROR_BYTES,
+            progress_after: DEFAULT_PROGRESS_AFTER,
             listeners: Arc::default(),
         }
+    }
+
+    /// How long a call runs before its progress is reported (default
+    /// [`DEFAULT_PROGRESS_AFTER`]; zero reports every call).
+    pub fn with_progress_after(mut self, after: Duration) -> Self {
+        self.progress_after = after;
+        self
     }
 
     /// Cap on one serialized response (default [`DEFAULT_MAX_RESPONSE_BYTES`]).
@@ -217,7 +227,7 @@ impl McpServer {
         let name = request.name.to_string();
         let call_id = crate::audit::call_id(request.meta.as_ref(), &context.meta);
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let progress = Progress::for_request(&context, &name);
+        let progress = Progress::for_request(&context, &name, self.progress_after);
         let call = self.observed_call(&name, args, call_id, progress.as_ref());
         let Some((outcome, mut audit)) = unless_cancelled(&context, &name, call).await else {
             // Never sent: rmcp drops the response of a cancelled request.
