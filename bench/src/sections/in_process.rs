@@ -19,6 +19,8 @@ use crate::stats::{ratio, us, Stats};
 use crate::targets::Results;
 
 struct InProcess {
+    /// A store built and dropped, nothing instantiated in it.
+    store: Stats,
     instantiate: Stats,
     /// Calls back to back.
     call: Stats,
@@ -57,6 +59,10 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
             &on_demand.instantiate,
         ),
         ("instantiate_only, pooling allocator", &pooled.instantiate),
+        (
+            "  of which the store (WASI context, preopen) alone",
+            &pooled.store,
+        ),
         ("call read_file small, on-demand allocator", &on_demand.call),
         ("call read_file small, pooling allocator", &pooled.call),
         (
@@ -133,6 +139,16 @@ async fn in_process(
     }
     let instantiate = Stats::new(samples, wall.elapsed());
 
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    let mut samples = Vec::with_capacity(iters);
+    let wall = Instant::now();
+    for _ in 0..iters {
+        let t = Instant::now();
+        drop(sandbox.new_store_in(sandbox.engine(), true, deadline)?);
+        samples.push(t.elapsed());
+    }
+    let store = Stats::new(samples, wall.elapsed());
+
     let check = |out: &str| -> Result<()> { check_structured(case, &serde_json::from_str(out)?) };
     for _ in 0..warm {
         check(
@@ -176,6 +192,7 @@ async fn in_process(
     let busy = samples.iter().sum();
     let call_after_idle = Stats::new(samples, busy);
     Ok(InProcess {
+        store,
         instantiate,
         call,
         call_after_idle,
