@@ -122,19 +122,13 @@ async fn in_process(
     let warm = (iters / 10).clamp(10, 200);
 
     for _ in 0..warm {
-        plugin
-            .instantiate_only(&sandbox)
-            .await
-            .map_err(|e| anyhow!("instantiate: {e}"))?;
+        instantiate_once(&plugin, &sandbox).await?;
     }
     let mut samples = Vec::with_capacity(iters);
     let wall = Instant::now();
     for _ in 0..iters {
         let t = Instant::now();
-        plugin
-            .instantiate_only(&sandbox)
-            .await
-            .map_err(|e| anyhow!("instantiate: {e}"))?;
+        instantiate_once(&plugin, &sandbox).await?;
         samples.push(t.elapsed());
     }
     let instantiate = Stats::new(samples, wall.elapsed());
@@ -151,24 +145,15 @@ async fn in_process(
 
     let check = |out: &str| -> Result<()> { check_structured(case, &serde_json::from_str(out)?) };
     for _ in 0..warm {
-        check(
-            &plugin
-                .call(&sandbox, "read_file", &args)
-                .await
-                .map_err(|e| anyhow!("call: {e}"))?,
-        )?;
+        check(&call_once(&plugin, &sandbox, &args).await?)?;
     }
     let mut samples = Vec::with_capacity(iters);
     let mut outs = Vec::with_capacity(iters);
     let wall = Instant::now();
     for _ in 0..iters {
         let t = Instant::now();
-        let out = plugin
-            .call(&sandbox, "read_file", &args)
-            .await
-            .map_err(|e| anyhow!("call: {e}"))?;
+        outs.push(call_once(&plugin, &sandbox, &args).await?);
         samples.push(t.elapsed());
-        outs.push(out);
     }
     let call = Stats::new(samples, wall.elapsed());
     for out in &outs {
@@ -181,10 +166,7 @@ async fn in_process(
     for _ in 0..idle_iters {
         std::thread::sleep(IDLE_GAP);
         let t = Instant::now();
-        let out = plugin
-            .call(&sandbox, "read_file", &args)
-            .await
-            .map_err(|e| anyhow!("call: {e}"))?;
+        let out = call_once(&plugin, &sandbox, &args).await?;
         samples.push(t.elapsed());
         check(&out)?;
     }
@@ -197,4 +179,19 @@ async fn in_process(
         call,
         call_after_idle,
     })
+}
+
+async fn instantiate_once(plugin: &Plugin, sandbox: &Sandbox) -> Result<()> {
+    plugin
+        .instantiate_only(sandbox)
+        .await
+        .map_err(|e| anyhow!("instantiate: {e}"))
+}
+
+/// One `read_file` call with `args`, its JSON text result.
+async fn call_once(plugin: &Plugin, sandbox: &Sandbox, args: &str) -> Result<String> {
+    plugin
+        .call(sandbox, "read_file", args)
+        .await
+        .map_err(|e| anyhow!("call: {e}"))
 }
