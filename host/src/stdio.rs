@@ -40,6 +40,7 @@ where
     /// Reads and parses; writes only its own error replies, through `out`.
     inner: AsyncRwTransport<RoleServer, R, FrameForwarder<W>>,
     out: Out<W>,
+    buffers: FrameBuffers,
 }
 
 impl<R, W> StdioTransport<R, W>
@@ -57,15 +58,62 @@ where
         StdioTransport {
             inner: AsyncRwTransport::new_server(read, forwarder),
             out,
+            buffers: FrameBuffers::default(),
         }
     }
 }
 
 /// One message as one line: JSON, then `\n`.
 pub fn encode_frame<T: serde::Serialize>(message: &T) -> io::Result<Vec<u8>> {
-    let mut frame = sonic_rs::to_vec(message).map_err(io::Error::other)?;
-    frame.push(b'\n');
+    let mut frame = Vec::new();
+    encode_frame_into(&mut frame, message)?;
     Ok(frame)
+}
+
+/// [`encode_frame`] into `frame` (cleared first).
+fn encode_frame_into<T: serde::Serialize>(frame: &mut Vec<u8>, message: &T) -> io::Result<()> {
+    frame.clear();
+    sonic_rs::to_writer(&mut *frame, message).map_err(io::Error::other)?;
+    frame.push(b'\n');
+    Ok(())
+}
+
+/// Frame buffers kept between frames. `sonic-rs` reserves room for the
+/// worst case of every string it escapes (6 bytes per byte), so a fresh
+/// buffer per frame was grown, copied and faulted in again for every long
+/// string: a 64 KiB result cost 2× the floor (bench `sizes`), where 1–2 MiB
+/// ones cost 1.4×.
+#[derive(Clone, Default)]
+struct FrameBuffers(Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+/// Buffers kept (frames are written one at a time; a few may be encoded
+/// while one is written).
+const KEPT_BUFFERS: usize = 2;
+
+/// Largest buffer kept (enough for results of ~150 KiB): a large result's
+/// buffer (6× its longest string) is freed after its frame, so a server
+/// keeps no more memory after one than before; measured, keeping those
+/// did not make large results faster (mimalloc reuses the freed block).
+const MAX_KEPT_BUFFER_BYTES: usize = 2 << 20;
+
+impl FrameBuffers {
+    fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .expect("frame buffers")
+            .pop()
+            .unwrap_or_default()
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        if buf.capacity() > MAX_KEPT_BUFFER_BYTES {
+            return;
+        }
+        let mut kept = self.0.lock().expect("frame buffers");
+        if kept.len() < KEPT_BUFFERS {
+            kept.push(buf);
+        }
+    }
 }
 
 async fn write_frame<W: AsyncWrite + Unpin>(
@@ -97,9 +145,15 @@ where
         // Encoded here, in the order rmcp hands messages over, not in the
         // write task: each send runs as its own task, and a large response
         // still encoding must not let a later notification overtake it.
-        let frame = encode_frame(&item);
-        let out = self.out.clone();
-        async move { write_frame(&out, &frame?).await }
+        let mut frame = self.buffers.take();
+        let encoded = encode_frame_into(&mut frame, &item);
+        let (out, buffers) = (self.out.clone(), self.buffers.clone());
+        async move {
+            encoded?;
+            let written = write_frame(&out, &frame).await;
+            buffers.give(frame);
+            written
+        }
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
@@ -196,6 +250,36 @@ mod tests {
             let ours: Value = serde_json::from_slice(&ours).unwrap();
             assert_eq!(ours, serde_json::to_value(&m).unwrap());
         }
+    }
+
+    /// A buffer that held a long frame gives the exact frame of a short
+    /// message next (nothing of the long one left behind).
+    #[test]
+    fn a_reused_buffer_holds_only_its_own_frame() {
+        let [long, short] = <[_; 2]>::try_from(messages()).ok().unwrap();
+        let mut buf = Vec::new();
+        encode_frame_into(&mut buf, &long).unwrap();
+        let long_len = buf.len();
+        encode_frame_into(&mut buf, &short).unwrap();
+        assert!(buf.len() < long_len);
+        assert_eq!(buf, encode_frame(&short).unwrap());
+    }
+
+    /// At most a few buffers are kept, none over the size limit.
+    #[test]
+    fn kept_buffers_are_few_and_bounded() {
+        let buffers = FrameBuffers::default();
+        buffers.give(Vec::with_capacity(MAX_KEPT_BUFFER_BYTES + 1));
+        assert_eq!(
+            buffers.0.lock().unwrap().len(),
+            0,
+            "an oversized buffer was kept"
+        );
+        for _ in 0..KEPT_BUFFERS + 3 {
+            buffers.give(Vec::with_capacity(1024));
+        }
+        assert_eq!(buffers.0.lock().unwrap().len(), KEPT_BUFFERS);
+        assert!(buffers.take().capacity() >= 1024);
     }
 
     /// Many concurrent sends plus rmcp's own error replies (bad frames on
