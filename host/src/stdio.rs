@@ -63,14 +63,7 @@ where
     }
 }
 
-/// One message as one line: JSON, then `\n`.
-pub fn encode_frame<T: serde::Serialize>(message: &T) -> io::Result<Vec<u8>> {
-    let mut frame = Vec::new();
-    encode_frame_into(&mut frame, message)?;
-    Ok(frame)
-}
-
-/// [`encode_frame`] into `frame` (cleared first).
+/// One message as one line in `frame` (cleared first): JSON, then `\n`.
 fn encode_frame_into<T: serde::Serialize>(frame: &mut Vec<u8>, message: &T) -> io::Result<()> {
     frame.clear();
     sonic_rs::to_writer(&mut *frame, message).map_err(io::Error::other)?;
@@ -217,6 +210,13 @@ mod tests {
     };
     use serde_json::{json, Value};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    /// One message's frame in a buffer of its own.
+    fn encode_frame<T: serde::Serialize>(message: &T) -> io::Result<Vec<u8>> {
+        let mut frame = Vec::new();
+        encode_frame_into(&mut frame, message)?;
+        Ok(frame)
+    }
 
     fn messages() -> Vec<ServerJsonRpcMessage> {
         let awkward = "quote \" backslash \\ slash / controls \u{0}\u{1}\u{8}\u{c}\u{1f} \t\r\n \
