@@ -477,6 +477,36 @@ fn progress_reports_a_slow_call_and_leaves_a_fast_one_quiet() {
     assert!(s.shutdown().success());
 }
 
+/// The largest `--progress-after-ms` only means "never report a start":
+/// calls are answered (no overflow of the deadline); a negative or
+/// non-numeric value is refused before anything is served.
+#[test]
+fn progress_after_ms_at_its_extremes() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let max = u64::MAX.to_string();
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--progress-after-ms", &max]);
+    let read = json!({"name": "read_file", "arguments": {"path": "hello.txt"}});
+    let r = s.request("tools/call", with_progress(read, Some("never")));
+    assert!(!is_error(&r["result"]), "{r}");
+    assert_eq!(progress_steps(&mut s), []);
+    assert!(s.shutdown().success());
+    for bad in ["-1", "soon", ""] {
+        let out = std::process::Command::new(support::server_bin())
+            .args(["serve", "--worktree"])
+            .arg(wt.path())
+            .arg("--plugins")
+            .arg(plugins.path())
+            .arg(format!("--progress-after-ms={bad}"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--progress-after-ms"), "{bad:?}: {err}");
+    }
+}
+
 /// `--progress-after-ms 0`: every call with a token reports each stage
 /// (not queued when admitted at once); no token, no progress.
 #[test]
