@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 mod support;
-use support::{error_kind, is_error, plugin, plugin_dir, text_of, Server};
+use support::{assert_flag_refused, error_kind, is_error, plugin, plugin_dir, text_of, Server};
 
 fn worktree() -> tempfile::TempDir {
     let wt = tempfile::tempdir().unwrap();
@@ -220,4 +220,52 @@ fn slow_plugins_load_in_parallel_and_busy_loads_are_retried() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(log.read().contains("not loaded yet"), "{}", log.read());
+}
+
+/// After a plugin's first call, its next ones take a spare instance made
+/// ahead (`src/spare.rs`): still one instance per call, and a call on a
+/// spare ends at its own deadline (a spare is built with at most 1 s).
+#[test]
+fn every_served_call_runs_in_an_instance_of_its_own() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--timeout-ms", "1500"]);
+    for _ in 0..5 {
+        let r = s.call("count_calls", json!({}));
+        assert_eq!(r["structuredContent"]["calls"], 1, "{r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for id in 701..=708 {
+        send_call(&mut s, id, "count_calls");
+    }
+    for id in 701..=708 {
+        let r = result_of(&mut s, id, Duration::from_secs(10));
+        assert_eq!(r["structuredContent"]["calls"], 1, "{r}");
+    }
+    for _ in 0..2 {
+        let t = Instant::now();
+        let r = s.call("spin", json!({}));
+        assert_eq!(error_kind(&r), "timeout", "{r}");
+        assert!(
+            t.elapsed() >= Duration::from_millis(1450),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+    assert!(s.shutdown().success());
+}
+
+#[test]
+fn spare_instances_can_be_turned_off_and_are_bounded() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--spare-instances", "0"]);
+    for id in 1..=3 {
+        let r = read_file_within(&mut s, id, Duration::from_secs(5));
+        assert_eq!(r["structuredContent"]["content"], "inside\n", "{r}");
+    }
+    assert!(s.shutdown().success());
+    for bad in ["-1", "257", "many", ""] {
+        assert_flag_refused(wt.path(), plugins.path(), "--spare-instances", bad);
+    }
 }

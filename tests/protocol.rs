@@ -492,18 +492,7 @@ fn progress_after_ms_at_its_extremes() {
     assert_eq!(progress_steps(&mut s), []);
     assert!(s.shutdown().success());
     for bad in ["-1", "soon", ""] {
-        let out = std::process::Command::new(support::server_bin())
-            .args(["serve", "--worktree"])
-            .arg(wt.path())
-            .arg("--plugins")
-            .arg(plugins.path())
-            .arg(format!("--progress-after-ms={bad}"))
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{bad:?} was accepted");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("--progress-after-ms"), "{bad:?}: {err}");
+        support::assert_flag_refused(wt.path(), plugins.path(), "--progress-after-ms", bad);
     }
 }
 

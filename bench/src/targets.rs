@@ -38,6 +38,10 @@ pub struct Results {
     pub inst_on_demand_us: Option<f64>,
     /// A whole in-process `read_file` (small) with the pooling allocator.
     pub call_pooling_us: Option<f64>,
+    /// A ready spare taken for a call, p50 (µs).
+    pub spare_take_us: Option<f64>,
+    /// A whole call on a spare, p50 (µs).
+    pub call_on_spare_us: Option<f64>,
     pub idle_rss_mib: Option<f64>,
     pub pss_at_16_mib: Option<f64>,
 }
@@ -86,6 +90,13 @@ impl Results {
             }),
         ));
         rows.push(row(
+            "  the same, the in-process call on a spare (as served)",
+            zip3(o.small.as_ref(), f.small.as_ref(), self.call_on_spare_us).map(|(o, f, call)| {
+                let bound = f.p50_ms + call / 1e3;
+                (format!("{:.2}x", o.p50_ms / bound), o.p50_ms <= 1.5 * bound)
+            }),
+        ));
+        rows.push(row(
             ">= 15x the baseline's calls/s, small file",
             zip(o.small.as_ref(), b.small.as_ref()).map(|(o, b)| at_least(o.rate, b.rate, 15.0)),
         ));
@@ -109,6 +120,11 @@ impl Results {
         rows.push(row(
             "instantiation p50 <= 10 µs (pooling)",
             self.inst_pooling_us
+                .map(|v| (format!("{v:.1} µs"), v <= 10.0)),
+        ));
+        rows.push(row(
+            "  a served call's wait for its instance p50 <= 10 µs (spare ready)",
+            self.spare_take_us
                 .map(|v| (format!("{v:.1} µs"), v <= 10.0)),
         ));
         rows.push(row(
@@ -190,6 +206,8 @@ mod tests {
             },
             call_pooling_us: Some(100.0),
             inst_pooling_us: Some(10.5),
+            spare_take_us: Some(2.0),
+            call_on_spare_us: Some(40.0),
             ..Results::default()
         };
         let rows = r.rows();
@@ -199,7 +217,13 @@ mod tests {
         assert_eq!(find(&rows, ">= 15x").ok, Some(false));
         assert_eq!(find(&rows, ">= 3x the baseline's calls/s").ok, Some(true));
         assert_eq!(find(&rows, "large file p50").ok, Some(true));
+        // 0.30 > 1.5 * (0.10 + 0.04)
+        assert_eq!(
+            find(&rows, "  the same, the in-process call on a spare").ok,
+            Some(false)
+        );
         assert_eq!(find(&rows, "instantiation p50 <= 10").ok, Some(false));
+        assert_eq!(find(&rows, "  a served call's wait").ok, Some(true));
         assert_eq!(find(&rows, ">= 2x the peer's calls/s, small").ok, None);
         assert_eq!(find(&rows, "cold start").measured, None);
     }

@@ -30,6 +30,7 @@ pub mod sandbox;
 pub mod scaffold;
 pub mod server;
 pub mod signing;
+pub mod spare;
 pub mod stdio;
 pub mod subscriptions;
 pub mod trust;

@@ -19,10 +19,18 @@ pub const LOAD_SLOTS: usize = 4;
 /// plugins a directory holds.
 pub const TIER_UP_SLOTS: usize = 1;
 
+/// Spare instances (see `spare.rs`) alive at once by default: at most one
+/// per plugin, each in its own instance slot.
+pub const DEFAULT_SPARE_INSTANCES: usize = 8;
+
+/// The most spare instances a server may keep (each reserves an instance
+/// slot: its address space and its slot's kept-resident pages).
+pub const MAX_SPARE_INSTANCES: usize = 256;
+
 /// What one component instance may contain. Instantiating a component with
 /// more fails (the plugin is refused at load). The pooling allocator is
-/// sized as `(max_concurrency + LOAD_SLOTS) ×` these, so calls admitted by
-/// the concurrency limits can never exhaust it.
+/// sized as `(max_concurrency + LOAD_SLOTS + spare_instances) ×` these, so
+/// calls admitted by the concurrency limits can never exhaust it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ComponentMax {
     pub core_instances: u32,
@@ -68,6 +76,9 @@ pub struct Limits {
     pub max_concurrency_per_plugin: Option<usize>,
     /// What one component may contain (sizes the instance pool).
     pub per_component: ComponentMax,
+    /// Instances made ahead of calls, at most one per plugin (0: none;
+    /// every call instantiates its own).
+    pub spare_instances: usize,
     /// What tools may add to the worktree, per call and in total.
     pub disk: DiskLimits,
 }
@@ -83,6 +94,7 @@ impl Default for Limits {
             max_concurrency: 16,
             max_concurrency_per_plugin: None,
             per_component: ComponentMax::default(),
+            spare_instances: DEFAULT_SPARE_INSTANCES,
             disk: DiskLimits::default(),
         }
     }
@@ -98,9 +110,10 @@ impl Limits {
             .clamp(1, max)
     }
 
-    /// Component instances alive at once: one per call slot and load slot.
+    /// Component instances alive at once: one per call slot, load slot
+    /// and spare.
     pub fn instance_slots(&self) -> u32 {
-        (self.max_concurrency.max(1) + LOAD_SLOTS) as u32
+        (self.max_concurrency.max(1) + LOAD_SLOTS + self.spare_instances) as u32
     }
 }
 
@@ -249,7 +262,13 @@ mod tests {
         assert_eq!(with(4, Some(1)).plugin_share(), 1);
         assert_eq!(with(4, Some(9)).plugin_share(), 4);
         assert_eq!(with(4, Some(0)).plugin_share(), 1);
-        assert_eq!(with(4, None).instance_slots(), 4 + LOAD_SLOTS as u32);
+        let slots = 4 + LOAD_SLOTS + DEFAULT_SPARE_INSTANCES;
+        assert_eq!(with(4, None).instance_slots(), slots as u32);
+        let no_spares = Limits {
+            spare_instances: 0,
+            ..with(4, None)
+        };
+        assert_eq!(no_spares.instance_slots(), (4 + LOAD_SLOTS) as u32);
     }
 
     #[test]

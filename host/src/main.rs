@@ -13,6 +13,7 @@ use wasm_mcp_host::cache::ComponentCache;
 use wasm_mcp_host::disk_budget::DiskLimits;
 use wasm_mcp_host::grants::Grants;
 use wasm_mcp_host::http::{auth, HttpOptions};
+use wasm_mcp_host::limits::{DEFAULT_SPARE_INSTANCES, MAX_SPARE_INSTANCES};
 use wasm_mcp_host::pinning::{lock_path, PluginLock};
 use wasm_mcp_host::progress::DEFAULT_PROGRESS_AFTER;
 use wasm_mcp_host::registry::{Outcome, Registry, Trust};
@@ -165,6 +166,12 @@ struct CommonArgs {
     /// Calls of one plugin running at once [default: half of --max-concurrency, rounded up].
     #[arg(long)]
     max_concurrency_per_plugin: Option<usize>,
+    /// Instances made ahead of calls, at most one per plugin, so a call
+    /// does not wait for its instance (each is still used by one call
+    /// only). 0: every call instantiates its own.
+    #[arg(long, default_value_t = DEFAULT_SPARE_INSTANCES,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(..=MAX_SPARE_INSTANCES as u64))]
+    spare_instances: usize,
     /// Bytes one call may write to the worktree (holes in sparse files count).
     #[arg(long, default_value_t = DiskLimits::default().call_bytes)]
     max_write_bytes: u64,
@@ -316,6 +323,7 @@ async fn open_registry(c: &CommonArgs, baseline_tier: bool) -> Result<Arc<Regist
         max_output_bytes: c.max_output_bytes,
         max_concurrency: c.max_concurrency.max(1),
         max_concurrency_per_plugin: c.max_concurrency_per_plugin,
+        spare_instances: c.spare_instances,
         load_timeout: Duration::from_millis(c.load_timeout_ms),
         disk: DiskLimits {
             call_bytes: c.max_write_bytes,

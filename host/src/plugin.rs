@@ -11,13 +11,14 @@ use tokio::sync::Semaphore;
 use wasm_mcp_protocol::text::{head_chars, tail_bytes};
 use wasm_mcp_protocol::ErrorKind;
 use wasmtime::component::Component;
-use wasmtime::{PoolConcurrencyLimitError, Trap};
+use wasmtime::{PoolConcurrencyLimitError, Store, Trap};
 
 use crate::cache::{sha256_hex, CacheOutcome, ComponentCache};
 use crate::disk_budget::Exceeded;
 use crate::grants::{Filesystem, Grant};
 use crate::limits::before;
-use crate::sandbox::{CodeTier, Sandbox, StoreState};
+use crate::sandbox::{self, CodeTier, Sandbox, StoreState};
+use crate::spare::{self, Spares};
 use crate::trust::{Admitted, TrustPolicy};
 
 wasmtime::component::bindgen!({
@@ -185,6 +186,8 @@ pub struct Plugin {
     pub tools: Vec<RawTool>,
     /// This plugin's share of the call slots.
     share: Semaphore,
+    /// Its next instance, made ahead of the call that will use it.
+    pub(crate) spares: Spares,
 }
 
 /// A component compiled by the sandbox's engine (or loaded from the
@@ -197,6 +200,8 @@ pub struct Compiled {
     pub component: Component,
     /// The bytes, kept when the code is the baseline tier's.
     source: Option<Arc<[u8]>>,
+    /// Instantiating it runs guest code (a start function): no spares.
+    runs_code_at_instantiation: bool,
 }
 
 impl Compiled {
@@ -221,6 +226,7 @@ impl Compiled {
             .with_context(|| format!("{name}: failed to compile"))?;
         Ok(Compiled {
             path: path.to_owned(),
+            runs_code_at_instantiation: spare::runs_code_at_instantiation(bytes),
             digest,
             source: (outcome == CacheOutcome::Baseline).then(|| Arc::from(bytes)),
             cache: outcome,
@@ -380,6 +386,7 @@ impl Plugin {
             code: RwLock::new(Arc::new(pre)),
             source: Mutex::new(c.source),
             tools: Vec::new(),
+            spares: Spares::new(!c.runs_code_at_instantiation),
         };
         plugin.tools = match plugin.list_tools(sandbox).await {
             Ok(tools) => tools,
@@ -395,7 +402,7 @@ impl Plugin {
     }
 
     /// The code calls start with now.
-    fn pre(&self) -> Arc<ToolPluginPre<StoreState>> {
+    pub(crate) fn pre(&self) -> Arc<ToolPluginPre<StoreState>> {
         self.code.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -510,13 +517,66 @@ impl Plugin {
         args_json: &str,
         deadline: Instant,
     ) -> (Result<String, CallError>, CallStats) {
+        let (outcome, stats, _used) = self
+            .run(sandbox, grant, fs, tool, args_json, deadline)
+            .await;
+        (outcome, stats)
+    }
+
+    /// A call as the server makes it: [`Plugin::call_until`] under this
+    /// plugin's own grant, on its spare instance if one is ready for `fs`.
+    /// Its store is dropped, and the next spare built, in the background
+    /// after it where a spare slot is free (see `spare.rs`): neither is on
+    /// the call's path.
+    pub async fn call_served(
+        self: &Arc<Self>,
+        sandbox: &Arc<Sandbox>,
+        fs: Filesystem,
+        tool: &str,
+        args_json: &str,
+        deadline: Instant,
+    ) -> (Result<String, CallError>, CallStats) {
+        let (outcome, stats, used) = self
+            .run(sandbox, &self.grant, fs, tool, args_json, deadline)
+            .await;
+        self.after_call(sandbox, fs, used);
+        (outcome, stats)
+    }
+
+    /// [`Plugin::call_until`], also returning the call's store (`None`: it
+    /// could not be built).
+    async fn run(
+        &self,
+        sandbox: &Sandbox,
+        grant: &Grant,
+        fs: Filesystem,
+        tool: &str,
+        args_json: &str,
+        deadline: Instant,
+    ) -> (
+        Result<String, CallError>,
+        CallStats,
+        Option<Store<StoreState>>,
+    ) {
         let pre = self.pre();
-        let mut store = match sandbox.new_store_for(pre.engine(), grant, fs, deadline) {
-            Ok(store) => store,
-            Err(e) => return (Err(CallError::Host(format!("{e:#}"))), CallStats::default()),
+        let (mut store, spare) = match self.spare_for(&pre, grant, fs) {
+            Some((mut store, instance)) => {
+                sandbox::set_deadline(&mut store, deadline);
+                (store, Some(instance))
+            }
+            None => match sandbox.new_store_for(pre.engine(), grant, fs, deadline) {
+                Ok(store) => (store, None),
+                Err(e) => {
+                    let e = CallError::Host(format!("{e:#}"));
+                    return (Err(e), CallStats::default(), None);
+                }
+            },
         };
         let run = async {
-            let inst = pre.instantiate_async(&mut store).await?;
+            let inst = match spare {
+                Some(instance) => instance,
+                None => pre.instantiate_async(&mut store).await?,
+            };
             inst.wasm_mcp_tool_tool()
                 .call_call(&mut store, tool, args_json)
                 .await
@@ -534,7 +594,7 @@ impl Plugin {
             peak_memory_bytes: store.data().limiter().peak(),
         };
         if let Some(e) = enforced_error(store.data(), &result) {
-            return (Err(e), stats);
+            return (Err(e), stats, Some(store));
         }
         let outcome = match result {
             Ok(Ok(text)) => {
@@ -561,7 +621,7 @@ impl Plugin {
                 other => other,
             }),
         };
-        (outcome, stats)
+        (outcome, stats, Some(store))
     }
 }
 
@@ -607,7 +667,7 @@ fn fresh_store(
     engine: &wasmtime::Engine,
     with_fs: bool,
     deadline: Instant,
-) -> Result<wasmtime::Store<StoreState>, CallError> {
+) -> Result<Store<StoreState>, CallError> {
     sandbox
         .new_store_in(engine, with_fs, deadline)
         .map_err(|e| CallError::Host(format!("{e:#}")))
@@ -616,7 +676,7 @@ fn fresh_store(
 /// Runs `fut` (work in a store) until `deadline`. Past it the future is
 /// dropped wherever the guest is (wasmtime's async fibers are safe to drop)
 /// and the result is an interrupt trap, like the epoch deadline's.
-async fn until<T>(
+pub(crate) async fn until<T>(
     deadline: Instant,
     fut: impl Future<Output = wasmtime::Result<T>>,
 ) -> wasmtime::Result<T> {
@@ -678,11 +738,7 @@ fn error_code_name(c: ErrorCode) -> &'static str {
 /// Classifies a failed call: its deadline (the grant's timeout after its
 /// start) passed, memory limit (the store's limiter says so), instance
 /// pool exhausted, or a trap of the guest.
-fn classify_trap(
-    e: wasmtime::Error,
-    store: &wasmtime::Store<StoreState>,
-    grant: &Grant,
-) -> CallError {
+fn classify_trap(e: wasmtime::Error, store: &Store<StoreState>, grant: &Grant) -> CallError {
     if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
         return CallError::Timeout {
             seconds: grant.timeout.as_secs_f64(),

@@ -429,14 +429,7 @@ impl Registry {
             Ok(_permits) => {
                 stage(CallStage::Running);
                 plugin
-                    .call_until(
-                        &self.sandbox,
-                        &plugin.grant,
-                        tool.filesystem,
-                        name,
-                        &args_text,
-                        deadline,
-                    )
+                    .call_served(&self.sandbox, tool.filesystem, name, &args_text, deadline)
                     .await
             }
             Err(busy) => (Err(busy), CallStats::default()),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, UpdateDeadline};
 use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
@@ -117,6 +118,8 @@ pub struct StoreState {
     /// The empty root preopened under a `none` or narrowed grant (its
     /// listing is refused, see `disk_guard`).
     pub empty_root: Option<DirId>,
+    /// Past this the guest is interrupted (at its next epoch tick).
+    deadline: Instant,
 }
 
 impl StoreState {
@@ -124,6 +127,14 @@ impl StoreState {
     pub fn limiter(&self) -> &StoreLimiter {
         &self.limiter
     }
+}
+
+/// Gives the guest of `store` until `deadline` (a spare instance made
+/// before its call gets the call's deadline this way), counting epoch
+/// ticks from now.
+pub fn set_deadline(store: &mut Store<StoreState>, deadline: Instant) {
+    store.data_mut().deadline = deadline;
+    store.set_epoch_deadline(1);
 }
 
 impl WasiView for StoreState {
@@ -150,6 +161,8 @@ pub struct Sandbox {
     frozen_at: Option<std::time::Duration>,
     /// Preopened as `/` where a grant gives less than the whole worktree.
     empty_root: Option<EmptyRoot>,
+    /// One permit per spare instance (`Limits::spare_instances`).
+    spare_slots: Arc<Semaphore>,
     _ticker: EpochTicker,
 }
 
@@ -241,6 +254,7 @@ impl Sandbox {
             baseline,
             worktree,
             access,
+            spare_slots: Arc::new(Semaphore::new(limits.spare_instances)),
             limits,
             disk_usage: Arc::default(),
             frozen_at,
@@ -278,6 +292,12 @@ impl Sandbox {
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The right to keep one spare instance, if one of the
+    /// `--spare-instances` is free (held as long as the spare lives).
+    pub fn spare_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.spare_slots.clone().try_acquire_owned().ok()
     }
 
     /// The most filesystem access any store gets (`--read-only` or not).
@@ -364,6 +384,7 @@ impl Sandbox {
             stdout,
             stderr,
             empty_root,
+            deadline,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -371,8 +392,8 @@ impl Sandbox {
         // long-running call never starves other requests on this worker
         // thread); past the call's deadline it is interrupted with a trap.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            Ok(if Instant::now() >= deadline {
+        store.epoch_deadline_callback(|store| {
+            Ok(if Instant::now() >= store.data().deadline {
                 UpdateDeadline::Interrupt
             } else {
                 UpdateDeadline::Yield(1)

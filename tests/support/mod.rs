@@ -65,6 +65,24 @@ pub fn plugin_dir(files: &[&str]) -> tempfile::TempDir {
     dir
 }
 
+/// Asserts that `wasm-mcp serve` refuses `flag=value` (given as one
+/// argument) with exit code 2 and an error naming the flag.
+#[allow(dead_code)] // not every suite uses it
+pub fn assert_flag_refused(worktree: &Path, plugins: &Path, flag: &str, value: &str) {
+    let out = std::process::Command::new(server_bin())
+        .args(["serve", "--worktree"])
+        .arg(worktree)
+        .arg("--plugins")
+        .arg(plugins)
+        .arg(format!("{flag}={value}"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{flag}={value:?} was accepted");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(flag), "{flag}={value:?}: {err}");
+}
+
 /// Run git in `repo`; panics with git's stderr on failure.
 #[allow(unused_imports)] // not every suite uses it
 pub use wasm_mcp_harness_testing::git;

@@ -1,15 +1,20 @@
 //! In process, per call (fresh store + instance each time): instantiation
 //! alone and a whole `read_file`, with the on-demand and the pooling
-//! instance allocator; and the same call after the thread slept
-//! [`IDLE_GAP`], as a server's call comes after waiting for the client.
+//! instance allocator; the same call after the thread slept [`IDLE_GAP`],
+//! as a server's call comes after waiting for the client; and what a
+//! served call does instead of instantiating when its plugin's spare
+//! instance is ready (`host/src/spare.rs`): taking the spare, and the
+//! whole call on it.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, ensure, Result};
+use anyhow::{anyhow, bail, ensure, Result};
 use wasm_mcp_host::cache::ComponentCache;
+use wasm_mcp_host::grants::Filesystem;
 use wasm_mcp_host::plugin::Plugin;
-use wasm_mcp_host::sandbox::{EngineOptions, FsAccess, Sandbox};
+use wasm_mcp_host::sandbox::{set_deadline, EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::Limits;
 
 use crate::fixture::FileCase;
@@ -26,6 +31,10 @@ struct InProcess {
     call: Stats,
     /// Each call after [`IDLE_GAP`] asleep.
     call_after_idle: Stats,
+    /// A ready spare taken and given its call's deadline.
+    take_spare: Stats,
+    /// A call under the plugin's grant on a ready spare.
+    call_on_spare: Stats,
 }
 
 /// About what a served call's thread sleeps between calls: the client's
@@ -69,6 +78,14 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
             "call read_file small, pooling, after 0.2 ms asleep",
             &pooled.call_after_idle,
         ),
+        (
+            "a spare instance taken for a call, pooling",
+            &pooled.take_spare,
+        ),
+        (
+            "call read_file small, pooling, on a spare",
+            &pooled.call_on_spare,
+        ),
     ] {
         println!(
             "{:<52} {:>10.1} {:>10.1} {:>12.0}",
@@ -87,7 +104,13 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
         "a call after 0.2 ms asleep (as a served call comes after its client's round trip): p50 {} the back-to-back call's",
         ratio(us(pooled.call_after_idle.p50), us(pooled.call.p50))
     );
+    println!(
+        "a call on a spare (as served once its plugin has a spare): p50 {} the back-to-back call's",
+        ratio(us(pooled.call_on_spare.p50), us(pooled.call.p50))
+    );
     println!();
+    results.spare_take_us = Some(us(pooled.take_spare.p50));
+    results.call_on_spare_us = Some(us(pooled.call_on_spare.p50));
     results.inst_pooling_us = Some(us(pooled.instantiate.p50));
     results.inst_on_demand_us = Some(us(on_demand.instantiate.p50));
     results.call_pooling_us = Some(us(pooled.call.p50));
@@ -102,7 +125,7 @@ async fn in_process(
     case: &FileCase,
     iters: usize,
 ) -> Result<InProcess> {
-    let sandbox = Sandbox::new(
+    let sandbox = Arc::new(Sandbox::new(
         Some(worktree),
         FsAccess::ReadWrite,
         Limits::default(),
@@ -110,7 +133,7 @@ async fn in_process(
             pooling,
             ..EngineOptions::default()
         },
-    )?;
+    )?);
     let cache = ComponentCache::new(Some(cache_dir.to_owned()));
     let plugin = Plugin::load(&sandbox, &cache, plugin_path).await?;
     ensure!(
@@ -173,12 +196,61 @@ async fn in_process(
     // Its rate over the calls alone, not the sleeps.
     let busy = samples.iter().sum();
     let call_after_idle = Stats::new(samples, busy);
+
+    let mut samples = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        ready_spare(&plugin, &sandbox).await?;
+        let t = Instant::now();
+        let spare = plugin.take_spare(Filesystem::ReadOnly);
+        let Some((mut spare_store, instance)) = spare else {
+            bail!("the spare was not there")
+        };
+        set_deadline(&mut spare_store, deadline);
+        samples.push(t.elapsed());
+        drop((spare_store, instance));
+    }
+    let busy = samples.iter().sum();
+    let take_spare = Stats::new(samples, busy);
+
+    let mut samples = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        ready_spare(&plugin, &sandbox).await?;
+        let t = Instant::now();
+        let out = call_on_spare(&plugin, &sandbox, &args).await?;
+        samples.push(t.elapsed());
+        check(&out)?;
+    }
+    let busy = samples.iter().sum();
+    let call_on_spare = Stats::new(samples, busy);
     Ok(InProcess {
         store,
         instantiate,
         call,
         call_after_idle,
+        take_spare,
+        call_on_spare,
     })
+}
+
+/// Has the plugin make a spare for a read-only call and waits for it.
+async fn ready_spare(plugin: &Arc<Plugin>, sandbox: &Arc<Sandbox>) -> Result<()> {
+    plugin.prepare_spare(sandbox, Filesystem::ReadOnly);
+    let t = Instant::now();
+    while !plugin.spare_ready() {
+        ensure!(t.elapsed() < Duration::from_secs(5), "no spare was made");
+        tokio::task::yield_now().await;
+    }
+    Ok(())
+}
+
+/// One `read_file` call with `args` as served (under the plugin's grant,
+/// read-only: it takes the spare), its JSON text result.
+async fn call_on_spare(plugin: &Arc<Plugin>, sandbox: &Arc<Sandbox>, args: &str) -> Result<String> {
+    let deadline = Instant::now() + sandbox.limits().timeout;
+    let (out, _) = plugin
+        .call_served(sandbox, Filesystem::ReadOnly, "read_file", args, deadline)
+        .await;
+    out.map_err(|e| anyhow!("call on a spare: {e}"))
 }
 
 async fn instantiate_once(plugin: &Plugin, sandbox: &Sandbox) -> Result<()> {

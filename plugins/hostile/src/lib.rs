@@ -57,6 +57,7 @@ pub fn tools() -> Vec<Tool> {
             obj(json!({"path": s(), "line": s()}), &["path", "line"]),
             None,
         ),
+        t("count_calls", obj(json!({}), &[]), None),
         t("sleep_forever", obj(json!({}), &[]), None),
         t("sleep_far", obj(json!({}), &[]), None),
         t(
@@ -230,6 +231,12 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
         }
         // Blocked in a host call (a WASI poll on a monotonic-clock
         // subscription), where epoch interruption never fires.
+        // How many calls this instance has served (1 in a fresh one).
+        "count_calls" => {
+            use std::sync::atomic::{AtomicU32, Ordering};
+            static CALLS: AtomicU32 = AtomicU32::new(0);
+            json!({"calls": CALLS.fetch_add(1, Ordering::Relaxed) + 1})
+        }
         "sleep_forever" => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         },
@@ -294,7 +301,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 16);
+        assert_eq!(super::tools().len(), 17);
         assert_eq!(
             super::call("bad_output", "{}").unwrap()["n"],
             "not a number"

@@ -1,0 +1,251 @@
+//! Spare instances: a plugin's next instance, made right after one of its
+//! calls ends, so that the next call does not wait for instantiation.
+//!
+//! What stays true with spares:
+//! - **One instance, one call.** A spare is moved out of its slot by the
+//!   call that takes it and dropped with that call's store; nothing is
+//!   ever put back. Nothing of one call reaches the next.
+//! - **No guest code outside a call.** Instantiating a component runs only
+//!   the start functions of its core modules; a plugin that has one never
+//!   gets a spare ([`runs_code_at_instantiation`]), so no guest code runs
+//!   between calls (nothing can write to the worktree after the agent's
+//!   last call, for one).
+//! - **The call's rights, the call's limits.** A spare is taken only by a
+//!   call under the plugin's own grant with the filesystem it was built
+//!   with (read-only, read-write or none), from the code it was made from
+//!   (a tier-up leaves it unused); the call's deadline replaces the
+//!   spare's, and its store's memory and disk budgets are as fresh as a
+//!   new store's. A grant narrowed to subdirectories gets no spares: they
+//!   are opened when a store is built, and must be opened at the call.
+//! - **Bounded.** At most one spare per plugin, each holding one of the
+//!   server's `--spare-instances` slots (the instance pool has room for
+//!   them beside every call and load slot); one is built at a time per
+//!   plugin, after a call, so spares cost at most one instantiation per
+//!   call. A spare that fails to build turns them off for that plugin.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::OwnedSemaphorePermit;
+use wasmtime::Store;
+
+use crate::grants::{Filesystem, Grant};
+use crate::plugin::{until, Plugin, ToolPlugin, ToolPluginPre};
+use crate::sandbox::{Sandbox, StoreState};
+
+/// The longest a spare may take to build (it runs no guest code, so only
+/// a machine under heavy load comes near).
+pub const BUILD_LIMIT: Duration = Duration::from_secs(1);
+
+/// A store and an instance in it that no call has used yet.
+pub struct Spare {
+    /// The code it is an instance of.
+    pub code: Arc<ToolPluginPre<StoreState>>,
+    pub fs: Filesystem,
+    pub store: Store<StoreState>,
+    pub instance: ToolPlugin,
+    /// Its slot among the server's spares.
+    pub slot: OwnedSemaphorePermit,
+}
+
+/// One plugin's spare (at most one).
+pub struct Spares {
+    /// False for a plugin whose instantiation runs guest code, or whose
+    /// spare failed to build.
+    allowed: AtomicBool,
+    ready: Mutex<Option<Spare>>,
+    building: AtomicBool,
+}
+
+impl Spares {
+    pub fn new(allowed: bool) -> Spares {
+        Spares {
+            allowed: AtomicBool::new(allowed),
+            ready: Mutex::new(None),
+            building: AtomicBool::new(false),
+        }
+    }
+
+    /// The spare, if it is an instance of `code` with the filesystem `fs`.
+    /// One that is not is dropped (the next one is built for what calls
+    /// use now).
+    pub fn take(
+        &self,
+        code: &Arc<ToolPluginPre<StoreState>>,
+        fs: Filesystem,
+    ) -> Option<(Store<StoreState>, ToolPlugin)> {
+        let spare = self.lock().take()?;
+        if Arc::ptr_eq(&spare.code, code) && spare.fs == fs {
+            return Some((spare.store, spare.instance));
+        }
+        drop(spare);
+        None
+    }
+
+    /// Whether a spare is waiting for a call.
+    pub fn is_ready(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// Whether a spare may be built for a call under `grant` now; if so,
+    /// the caller builds it and then calls [`Spares::built`].
+    pub fn start_building(&self, grant: &Grant) -> bool {
+        self.allowed.load(Ordering::Relaxed)
+            && grant.paths.is_none()
+            && !self.is_ready()
+            && !self.building.swap(true, Ordering::AcqRel)
+    }
+
+    /// Ends what [`Spares::start_building`] began: keeps `spare` (`None`:
+    /// it failed to build, and this plugin gets no more).
+    pub fn built(&self, spare: Option<Spare>) {
+        match spare {
+            Some(spare) => {
+                let previous = self.lock().replace(spare);
+                drop(previous);
+            }
+            None => self.allowed.store(false, Ordering::Relaxed),
+        }
+        self.building.store(false, Ordering::Release);
+    }
+
+    /// Ends [`Spares::start_building`] having built nothing (no spare
+    /// slot was free), leaving spares on.
+    pub fn cancel_building(&self) {
+        self.building.store(false, Ordering::Release);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Spare>> {
+        self.ready.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The spare side of [`Plugin`]: taking a spare for a call, and building
+/// the next one after it.
+impl Plugin {
+    /// This plugin's spare for a call under `grant` with `fs`, if one is
+    /// ready for it (only calls under the plugin's own grant take one).
+    pub(crate) fn spare_for(
+        &self,
+        code: &Arc<ToolPluginPre<StoreState>>,
+        grant: &Grant,
+        fs: Filesystem,
+    ) -> Option<(Store<StoreState>, ToolPlugin)> {
+        if !std::ptr::eq(grant, &*self.grant) {
+            return None;
+        }
+        self.spares.take(code, fs)
+    }
+
+    /// Whether a spare instance is waiting for this plugin's next call.
+    pub fn spare_ready(&self) -> bool {
+        self.spares.is_ready()
+    }
+
+    /// The spare a call with `fs` under this plugin's grant would take now
+    /// (`None`: none is ready for it): what such a call waits for instead
+    /// of instantiating (used by the benchmarks).
+    pub fn take_spare(&self, fs: Filesystem) -> Option<(Store<StoreState>, ToolPlugin)> {
+        self.spares.take(&self.pre(), fs)
+    }
+
+    /// Builds the plugin's next instance for calls with `fs` in the
+    /// background, as after a call (see [`Plugin::call_served`]).
+    pub fn prepare_spare(self: &Arc<Self>, sandbox: &Arc<Sandbox>, fs: Filesystem) {
+        self.after_call(sandbox, fs, None);
+    }
+
+    /// After a call with the filesystem `fs` under the plugin's grant: in
+    /// the background, drops the call's store `used` and builds the
+    /// plugin's next instance (unless one is ready or being built, or
+    /// spares are off for it). The background task holds a spare slot
+    /// (the pool has room for it); with none free, `used` is dropped here.
+    pub(crate) fn after_call(
+        self: &Arc<Self>,
+        sandbox: &Arc<Sandbox>,
+        fs: Filesystem,
+        used: Option<Store<StoreState>>,
+    ) {
+        let build = self.spares.start_building(&self.grant);
+        let Some(slot) = sandbox.spare_slot() else {
+            if build {
+                // Not a failure of this plugin: try again after its next call.
+                self.spares.cancel_building();
+            }
+            return;
+        };
+        let (plugin, sandbox) = (self.clone(), sandbox.clone());
+        tokio::spawn(async move {
+            drop(used);
+            if build {
+                let spare = plugin.build_spare(&sandbox, fs, slot).await;
+                plugin.spares.built(spare);
+            }
+        });
+    }
+
+    async fn build_spare(
+        &self,
+        sandbox: &Sandbox,
+        fs: Filesystem,
+        slot: OwnedSemaphorePermit,
+    ) -> Option<Spare> {
+        let code = self.pre();
+        let deadline = Instant::now() + sandbox.limits().timeout.min(BUILD_LIMIT);
+        let built = async {
+            let mut store = sandbox.new_store_for(code.engine(), &self.grant, fs, deadline)?;
+            let instance = until(deadline, code.instantiate_async(&mut store)).await?;
+            anyhow::Ok((store, instance))
+        };
+        match built.await {
+            Ok((store, instance)) => Some(Spare {
+                code,
+                fs,
+                store,
+                instance,
+                slot,
+            }),
+            Err(e) => {
+                tracing::info!(plugin = %self.name, "no spare instances for this plugin: {e:#}");
+                None
+            }
+        }
+    }
+}
+
+/// Whether instantiating the component in `bytes` runs any of its code: a
+/// core module (at any depth) with a start function, or a component start
+/// (or bytes that do not parse: assumed to).
+pub fn runs_code_at_instantiation(bytes: &[u8]) -> bool {
+    use wasmparser::{Parser, Payload};
+    Parser::new(0).parse_all(bytes).any(|payload| {
+        matches!(
+            payload,
+            Err(_) | Ok(Payload::StartSection { .. } | Payload::ComponentStartSection { .. })
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_code_at_instantiation;
+
+    fn wasm(text: &str) -> Vec<u8> {
+        wat::parse_str(text).unwrap()
+    }
+
+    #[test]
+    fn start_functions_are_found_at_any_depth() {
+        assert!(!runs_code_at_instantiation(&wasm(
+            "(component (core module (func (export \"f\"))))"
+        )));
+        assert!(runs_code_at_instantiation(&wasm(
+            "(component (core module (func $s) (start $s)))"
+        )));
+        assert!(runs_code_at_instantiation(&wasm(
+            "(component (component (core module) (core module (func $s) (start $s))))"
+        )));
+        assert!(runs_code_at_instantiation(b"\0asm\x0d\0\x01\0garbage"));
+    }
+}
