@@ -304,6 +304,32 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+/// How a call ended; holds the call's store until dropped.
+pub struct CallEnd {
+    pub outcome: Result<String, CallError>,
+    pub stats: CallStats,
+    store: Option<Store<StoreState>>,
+}
+
+impl CallEnd {
+    fn new(outcome: Result<String, CallError>, stats: CallStats, store: Store<StoreState>) -> Self {
+        CallEnd {
+            outcome,
+            stats,
+            store: Some(store),
+        }
+    }
+
+    /// A call that failed before it had a store.
+    fn failed(e: CallError) -> Self {
+        CallEnd {
+            outcome: Err(e),
+            stats: CallStats::default(),
+            store: None,
+        }
+    }
+}
+
 /// What a call's store ended with, for the audit log.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CallStats {
@@ -496,18 +522,17 @@ impl Plugin {
     ) -> Result<String, CallError> {
         let deadline = Instant::now() + sandbox.limits().timeout;
         let grant = sandbox.server_grant();
-        let (result, _) = self
-            .call_until(sandbox, &grant, grant.filesystem, tool, args_json, deadline)
-            .await;
-        result
+        self.call_until(sandbox, &grant, grant.filesystem, tool, args_json, deadline)
+            .await
+            .outcome
     }
 
     /// Run one tool call in a fresh instance under `grant` with the
     /// filesystem `fs`, that ends by `deadline`, wherever the guest is then
     /// (wasm code or an async host call: clocks, poll, streams); its store
-    /// and instance are dropped. (File operations run synchronously on this
-    /// thread: see the README's sandbox table.) Also returns what the call
-    /// wrote and its peak memory.
+    /// and instance are dropped with the returned [`CallEnd`]. (File
+    /// operations run synchronously on this thread: see the README's
+    /// sandbox table.) Also returns what the call wrote and its peak memory.
     pub async fn call_until(
         &self,
         sandbox: &Sandbox,
@@ -516,48 +541,7 @@ impl Plugin {
         tool: &str,
         args_json: &str,
         deadline: Instant,
-    ) -> (Result<String, CallError>, CallStats) {
-        let (outcome, stats, _used) = self
-            .run(sandbox, grant, fs, tool, args_json, deadline)
-            .await;
-        (outcome, stats)
-    }
-
-    /// A call as the server makes it: [`Plugin::call_until`] under this
-    /// plugin's own grant, on its spare instance if one is ready for `fs`.
-    /// Its store is dropped, and the next spare built, in the background
-    /// after it where a spare slot is free (see `spare.rs`): neither is on
-    /// the call's path.
-    pub async fn call_served(
-        self: &Arc<Self>,
-        sandbox: &Arc<Sandbox>,
-        fs: Filesystem,
-        tool: &str,
-        args_json: &str,
-        deadline: Instant,
-    ) -> (Result<String, CallError>, CallStats) {
-        let (outcome, stats, used) = self
-            .run(sandbox, &self.grant, fs, tool, args_json, deadline)
-            .await;
-        self.after_call(sandbox, fs, used);
-        (outcome, stats)
-    }
-
-    /// [`Plugin::call_until`], also returning the call's store (`None`: it
-    /// could not be built).
-    async fn run(
-        &self,
-        sandbox: &Sandbox,
-        grant: &Grant,
-        fs: Filesystem,
-        tool: &str,
-        args_json: &str,
-        deadline: Instant,
-    ) -> (
-        Result<String, CallError>,
-        CallStats,
-        Option<Store<StoreState>>,
-    ) {
+    ) -> CallEnd {
         let pre = self.pre();
         let (mut store, spare) = match self.spare_for(&pre, grant, fs) {
             Some((mut store, instance)) => {
@@ -566,10 +550,7 @@ impl Plugin {
             }
             None => match sandbox.new_store_for(pre.engine(), grant, fs, deadline) {
                 Ok(store) => (store, None),
-                Err(e) => {
-                    let e = CallError::Host(format!("{e:#}"));
-                    return (Err(e), CallStats::default(), None);
-                }
+                Err(e) => return CallEnd::failed(CallError::Host(format!("{e:#}"))),
             },
         };
         let run = async {
@@ -594,7 +575,7 @@ impl Plugin {
             peak_memory_bytes: store.data().limiter().peak(),
         };
         if let Some(e) = enforced_error(store.data(), &result) {
-            return (Err(e), stats, Some(store));
+            return CallEnd::new(Err(e), stats, store);
         }
         let outcome = match result {
             Ok(Ok(text)) => {
@@ -621,7 +602,28 @@ impl Plugin {
                 other => other,
             }),
         };
-        (outcome, stats, Some(store))
+        CallEnd::new(outcome, stats, store)
+    }
+
+    /// A call as the server makes it: [`Plugin::call_until`] under this
+    /// plugin's own grant, on its spare instance if one is ready for `fs`.
+    /// Its store is dropped, and the next spare built, in the background
+    /// after it where a spare slot is free (see `spare.rs`): neither is on
+    /// the call's path.
+    pub async fn call_served(
+        self: &Arc<Self>,
+        sandbox: &Arc<Sandbox>,
+        fs: Filesystem,
+        tool: &str,
+        args_json: &str,
+        deadline: Instant,
+    ) -> (Result<String, CallError>, CallStats) {
+        let grant = &self.grant;
+        let mut end = self
+            .call_until(sandbox, grant, fs, tool, args_json, deadline)
+            .await;
+        self.after_call(sandbox, fs, end.store.take());
+        (end.outcome, end.stats)
     }
 }
 

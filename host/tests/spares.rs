@@ -75,34 +75,26 @@ async fn call(
     s.plugin
         .call_until(&s.sb, &grant, fs, tool, args, deadline)
         .await
-        .0
+        .outcome
 }
 
 const SECOND: Duration = Duration::from_secs(1);
+
+/// A read-only `read_file` of `a.txt` as the plugin's own call.
+async fn read_a(s: &Setup) -> Result<String, CallError> {
+    let args = r#"{"path":"a.txt"}"#;
+    call(s, Filesystem::ReadOnly, "read_file", args, SECOND).await
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_takes_the_spare_once() {
     let s = setup("plugins/workspace.wasm", Limits::default()).await;
     spare_for(&s, Filesystem::ReadOnly).await;
-    let out = call(
-        &s,
-        Filesystem::ReadOnly,
-        "read_file",
-        r#"{"path":"a.txt"}"#,
-        SECOND,
-    )
-    .await;
+    let out = read_a(&s).await;
     assert!(out.unwrap().contains("alpha"));
     assert!(!s.plugin.spare_ready(), "the spare was used by that call");
     // The next call (no spare now) makes its own instance.
-    let out = call(
-        &s,
-        Filesystem::ReadOnly,
-        "read_file",
-        r#"{"path":"a.txt"}"#,
-        SECOND,
-    )
-    .await;
+    let out = read_a(&s).await;
     assert!(out.unwrap().contains("alpha"));
 }
 
@@ -155,42 +147,27 @@ async fn calls_under_another_grant_leave_the_spare() {
     assert!(s.plugin.spare_ready());
 }
 
+/// Runs `spin` on a fresh spare with `deadline`; it must time out. How
+/// long it ran.
+async fn spin_on_a_spare(s: &Setup, deadline: Duration) -> Duration {
+    spare_for(s, Filesystem::ReadWrite).await;
+    let t = Instant::now();
+    let out = call(s, Filesystem::ReadWrite, "spin", "{}", deadline).await;
+    assert!(matches!(out, Err(CallError::Timeout { .. })), "{out:?}");
+    t.elapsed()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_on_a_spare_runs_to_its_own_deadline() {
     // The spare is built with a deadline of `spare::BUILD_LIMIT` (1 s);
     // the call taking it must run until its own, later one, and no longer.
     let s = setup("test-plugins/hostile.wasm", Limits::default()).await;
-    spare_for(&s, Filesystem::ReadWrite).await;
-    let t = Instant::now();
-    let out = call(
-        &s,
-        Filesystem::ReadWrite,
-        "spin",
-        "{}",
-        Duration::from_millis(1800),
-    )
-    .await;
-    let took = t.elapsed();
-    assert!(matches!(out, Err(CallError::Timeout { .. })), "{out:?}");
+    let took = spin_on_a_spare(&s, Duration::from_millis(1800)).await;
     assert!(took >= Duration::from_millis(1750), "ended early: {took:?}");
     assert!(took < Duration::from_millis(3000), "ended late: {took:?}");
     // A short deadline holds as well.
-    spare_for(&s, Filesystem::ReadWrite).await;
-    let t = Instant::now();
-    let out = call(
-        &s,
-        Filesystem::ReadWrite,
-        "spin",
-        "{}",
-        Duration::from_millis(150),
-    )
-    .await;
-    assert!(matches!(out, Err(CallError::Timeout { .. })), "{out:?}");
-    assert!(
-        t.elapsed() < Duration::from_millis(900),
-        "{:?}",
-        t.elapsed()
-    );
+    let took = spin_on_a_spare(&s, Duration::from_millis(150)).await;
+    assert!(took < Duration::from_millis(900), "{took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,14 +180,7 @@ async fn no_spares_when_turned_off() {
     s.plugin.prepare_spare(&s.sb, Filesystem::ReadOnly);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!s.plugin.spare_ready());
-    let out = call(
-        &s,
-        Filesystem::ReadOnly,
-        "read_file",
-        r#"{"path":"a.txt"}"#,
-        SECOND,
-    )
-    .await;
+    let out = read_a(&s).await;
     assert!(out.unwrap().contains("alpha"));
 }
 
@@ -230,15 +200,7 @@ async fn spares_never_outnumber_their_slots() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!other.spare_ready(), "the one spare slot is taken");
     // Taking the first spare frees its slot for the other plugin.
-    call(
-        &s,
-        Filesystem::ReadOnly,
-        "read_file",
-        r#"{"path":"a.txt"}"#,
-        SECOND,
-    )
-    .await
-    .unwrap();
+    read_a(&s).await.unwrap();
     other.prepare_spare(&s.sb, Filesystem::ReadWrite);
     let t = Instant::now();
     while !other.spare_ready() {
