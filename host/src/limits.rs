@@ -20,7 +20,7 @@ pub const LOAD_SLOTS: usize = 4;
 pub const TIER_UP_SLOTS: usize = 1;
 
 /// Spare instances (see `spare.rs`) alive at once by default: at most one
-/// per plugin, each in its own instance slot.
+/// per plugin and filesystem, each in its own instance slot.
 pub const DEFAULT_SPARE_INSTANCES: usize = 8;
 
 /// The most spare instances a server may keep (each reserves an instance
@@ -76,7 +76,7 @@ pub struct Limits {
     pub max_concurrency_per_plugin: Option<usize>,
     /// What one component may contain (sizes the instance pool).
     pub per_component: ComponentMax,
-    /// Instances made ahead of calls, at most one per plugin (0: none;
+    /// Instances made ahead of calls, at most one per plugin and filesystem (0: none;
     /// every call instantiates its own).
     pub spare_instances: usize,
     /// What tools may add to the worktree, per call and in total.

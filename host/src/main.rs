@@ -166,9 +166,9 @@ struct CommonArgs {
     /// Calls of one plugin running at once [default: half of --max-concurrency, rounded up].
     #[arg(long)]
     max_concurrency_per_plugin: Option<usize>,
-    /// Instances made ahead of calls, at most one per plugin, so a call
-    /// does not wait for its instance (each is still used by one call
-    /// only). 0: every call instantiates its own.
+    /// Instances made ahead of calls, at most one per plugin and
+    /// filesystem, so a call does not wait for its instance (each is still
+    /// used by one call only). 0: every call instantiates its own.
     #[arg(long, default_value_t = DEFAULT_SPARE_INSTANCES,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(..=MAX_SPARE_INSTANCES as u64))]
     spare_instances: usize,

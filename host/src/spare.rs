@@ -17,9 +17,10 @@
 //!   spare's, and its store's memory and disk budgets are as fresh as a
 //!   new store's. A grant narrowed to subdirectories gets no spares: they
 //!   are opened when a store is built, and must be opened at the call.
-//! - **Bounded.** At most one spare per plugin, each holding one of the
-//!   server's `--spare-instances` slots (the instance pool has room for
-//!   them beside every call and load slot); one is built at a time per
+//! - **Bounded.** At most one spare per plugin and filesystem (a plugin
+//!   whose tools read and write finds one for either), each holding one
+//!   of the server's `--spare-instances` slots (the instance pool has room
+//!   for them beside every call and load slot); one is built at a time per
 //!   plugin, after a call, so spares cost at most one instantiation per
 //!   call. A spare that fails to build turns them off for that plugin.
 
@@ -49,51 +50,64 @@ pub struct Spare {
     pub slot: OwnedSemaphorePermit,
 }
 
-/// One plugin's spare (at most one).
+/// One plugin's spares: at most one for each filesystem its calls get, so
+/// a plugin whose tools read and write (an agent's usual mix) finds one
+/// for either.
 pub struct Spares {
     /// False for a plugin whose instantiation runs guest code, or whose
     /// spare failed to build.
     allowed: AtomicBool,
-    ready: Mutex<Option<Spare>>,
+    /// By [`slot_of`] their filesystem.
+    ready: Mutex<[Option<Spare>; 3]>,
+    /// One is being built (one at a time per plugin).
     building: AtomicBool,
+}
+
+/// Where the spare for calls with `fs` is kept.
+fn slot_of(fs: Filesystem) -> usize {
+    match fs {
+        Filesystem::None => 0,
+        Filesystem::ReadOnly => 1,
+        Filesystem::ReadWrite => 2,
+    }
 }
 
 impl Spares {
     pub fn new(allowed: bool) -> Spares {
         Spares {
             allowed: AtomicBool::new(allowed),
-            ready: Mutex::new(None),
+            ready: Mutex::new([None, None, None]),
             building: AtomicBool::new(false),
         }
     }
 
-    /// The spare, if it is an instance of `code` with the filesystem `fs`.
-    /// One that is not is dropped (the next one is built for what calls
-    /// use now).
+    /// The spare for calls with the filesystem `fs`, if it is an instance
+    /// of `code` (one of older code, left by a tier-up, is dropped).
     pub fn take(
         &self,
         code: &Arc<ToolPluginPre<StoreState>>,
         fs: Filesystem,
     ) -> Option<(Store<StoreState>, ToolPlugin)> {
-        let spare = self.lock().take()?;
-        if Arc::ptr_eq(&spare.code, code) && spare.fs == fs {
+        let spare = self.lock()[slot_of(fs)].take()?;
+        debug_assert!(spare.fs == fs);
+        if Arc::ptr_eq(&spare.code, code) {
             return Some((spare.store, spare.instance));
         }
         drop(spare);
         None
     }
 
-    /// Whether a spare is waiting for a call.
-    pub fn is_ready(&self) -> bool {
-        self.lock().is_some()
+    /// Whether a spare is waiting for a call with the filesystem `fs`.
+    pub fn is_ready(&self, fs: Filesystem) -> bool {
+        self.lock()[slot_of(fs)].is_some()
     }
 
-    /// Whether a spare may be built for a call under `grant` now; if so,
-    /// the caller builds it and then calls [`Spares::built`].
-    pub fn start_building(&self, grant: &Grant) -> bool {
+    /// Whether a spare for calls with `fs` under `grant` may be built now;
+    /// if so, the caller builds it and then calls [`Spares::built`].
+    pub fn start_building(&self, grant: &Grant, fs: Filesystem) -> bool {
         self.allowed.load(Ordering::Relaxed)
             && grant.paths.is_none()
-            && !self.is_ready()
+            && !self.is_ready(fs)
             && !self.building.swap(true, Ordering::AcqRel)
     }
 
@@ -102,7 +116,7 @@ impl Spares {
     pub fn built(&self, spare: Option<Spare>) {
         match spare {
             Some(spare) => {
-                let previous = self.lock().replace(spare);
+                let previous = self.lock()[slot_of(spare.fs)].replace(spare);
                 drop(previous);
             }
             None => self.allowed.store(false, Ordering::Relaxed),
@@ -116,7 +130,7 @@ impl Spares {
         self.building.store(false, Ordering::Release);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Spare>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Spare>; 3]> {
         self.ready.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -138,9 +152,10 @@ impl Plugin {
         self.spares.take(code, fs)
     }
 
-    /// Whether a spare instance is waiting for this plugin's next call.
-    pub fn spare_ready(&self) -> bool {
-        self.spares.is_ready()
+    /// Whether a spare instance is waiting for this plugin's next call
+    /// with the filesystem `fs`.
+    pub fn spare_ready(&self, fs: Filesystem) -> bool {
+        self.spares.is_ready(fs)
     }
 
     /// The spare a call with `fs` under this plugin's grant would take now
@@ -167,7 +182,7 @@ impl Plugin {
         fs: Filesystem,
         used: Option<Store<StoreState>>,
     ) {
-        let build = self.spares.start_building(&self.grant);
+        let build = self.spares.start_building(&self.grant, fs);
         let Some(slot) = sandbox.spare_slot() else {
             if build {
                 // Not a failure of this plugin: try again after its next call.

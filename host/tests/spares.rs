@@ -56,7 +56,7 @@ async fn setup(component: &str, limits: Limits) -> Setup {
 async fn spare_for(s: &Setup, fs: Filesystem) {
     s.plugin.prepare_spare(&s.sb, fs);
     let t = Instant::now();
-    while !s.plugin.spare_ready() {
+    while !s.plugin.spare_ready(fs) {
         assert!(t.elapsed() < Duration::from_secs(5), "no spare was made");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -92,7 +92,10 @@ async fn a_call_takes_the_spare_once() {
     spare_for(&s, Filesystem::ReadOnly).await;
     let out = read_a(&s).await;
     assert!(out.unwrap().contains("alpha"));
-    assert!(!s.plugin.spare_ready(), "the spare was used by that call");
+    assert!(
+        !s.plugin.spare_ready(Filesystem::ReadOnly),
+        "the spare was used by that call"
+    );
     // The next call (no spare now) makes its own instance.
     let out = read_a(&s).await;
     assert!(out.unwrap().contains("alpha"));
@@ -110,26 +113,45 @@ async fn every_call_gets_an_instance_no_call_has_used() {
     assert_eq!(out.unwrap(), r#"{"calls":1}"#);
 }
 
+/// `write_file` of `name` with the filesystem `fs`; whether the file is
+/// there after it.
+async fn write_with(s: &Setup, fs: Filesystem, name: &str) -> (Result<String, CallError>, bool) {
+    let args = serde_json::json!({"path": name, "content": "x"}).to_string();
+    let out = call(s, fs, "write_file", &args, SECOND).await;
+    (out, s.wt.path().join(name).exists())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_read_write_spare_never_serves_a_read_only_call() {
+async fn each_filesystem_has_its_own_spare_and_only_its_calls_take_it() {
+    use Filesystem::{ReadOnly, ReadWrite};
     let s = setup("plugins/workspace.wasm", Limits::default()).await;
-    let write = r#"{"path":"new.txt","content":"x"}"#;
-    spare_for(&s, Filesystem::ReadWrite).await;
-    let out = call(&s, Filesystem::ReadOnly, "write_file", write, SECOND).await;
+    spare_for(&s, ReadWrite).await;
+    assert!(!s.plugin.spare_ready(ReadOnly));
+    // A read-only call never takes the read-write spare: its write is refused.
+    let (out, written) = write_with(&s, ReadOnly, "a1.txt").await;
     assert!(
         matches!(out, Err(CallError::PermissionDenied { .. })),
         "{out:?}"
     );
-    assert!(!s.wt.path().join("new.txt").exists());
-    assert!(!s.plugin.spare_ready(), "the unmatched spare is dropped");
-    // And a read-only spare does not make a read-write call fail.
-    spare_for(&s, Filesystem::ReadOnly).await;
-    call(&s, Filesystem::ReadWrite, "write_file", write, SECOND)
-        .await
-        .unwrap();
-    assert_eq!(
-        std::fs::read_to_string(s.wt.path().join("new.txt")).unwrap(),
-        "x"
+    assert!(!written);
+    assert!(
+        s.plugin.spare_ready(ReadWrite),
+        "left for a read-write call"
+    );
+    // With both ready, each call takes its own.
+    spare_for(&s, ReadOnly).await;
+    let (out, written) = write_with(&s, ReadWrite, "a2.txt").await;
+    assert!(out.is_ok() && written, "{out:?}");
+    assert!(s.plugin.spare_ready(ReadOnly) && !s.plugin.spare_ready(ReadWrite));
+    let (out, written) = write_with(&s, ReadOnly, "a3.txt").await;
+    assert!(
+        matches!(out, Err(CallError::PermissionDenied { .. })),
+        "{out:?}"
+    );
+    assert!(!written);
+    assert!(
+        !s.plugin.spare_ready(ReadOnly),
+        "taken by the read-only call"
     );
 }
 
@@ -144,7 +166,7 @@ async fn calls_under_another_grant_leave_the_spare() {
         .call(&s.sb, "read_file", r#"{"path":"a.txt"}"#)
         .await;
     assert!(out.unwrap().contains("alpha"));
-    assert!(s.plugin.spare_ready());
+    assert!(s.plugin.spare_ready(Filesystem::ReadWrite));
 }
 
 /// Runs `spin` on a fresh spare with `deadline`; it must time out. How
@@ -179,7 +201,7 @@ async fn no_spares_when_turned_off() {
     let s = setup("plugins/workspace.wasm", limits).await;
     s.plugin.prepare_spare(&s.sb, Filesystem::ReadOnly);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!s.plugin.spare_ready());
+    assert!(!s.plugin.spare_ready(Filesystem::ReadOnly));
     let out = read_a(&s).await;
     assert!(out.unwrap().contains("alpha"));
 }
@@ -198,12 +220,15 @@ async fn spares_never_outnumber_their_slots() {
     spare_for(&s, Filesystem::ReadOnly).await;
     other.prepare_spare(&s.sb, Filesystem::ReadWrite);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!other.spare_ready(), "the one spare slot is taken");
+    assert!(
+        !other.spare_ready(Filesystem::ReadWrite),
+        "the one spare slot is taken"
+    );
     // Taking the first spare frees its slot for the other plugin.
     read_a(&s).await.unwrap();
     other.prepare_spare(&s.sb, Filesystem::ReadWrite);
     let t = Instant::now();
-    while !other.spare_ready() {
+    while !other.spare_ready(Filesystem::ReadWrite) {
         assert!(
             t.elapsed() < Duration::from_secs(5),
             "the freed slot was not reused"
@@ -256,7 +281,7 @@ async fn a_plugin_whose_instantiation_runs_code_gets_no_spare() {
     // ... but never runs outside a call: no spare is made for it.
     started.prepare_spare(&s.sb, Filesystem::ReadOnly);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!started.spare_ready());
+    assert!(!started.spare_ready(Filesystem::ReadOnly));
     // The same plugin without the start function gets one.
     spare_for(&s, Filesystem::ReadOnly).await;
 }

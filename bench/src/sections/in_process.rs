@@ -236,7 +236,7 @@ async fn in_process(
 async fn ready_spare(plugin: &Arc<Plugin>, sandbox: &Arc<Sandbox>) -> Result<()> {
     plugin.prepare_spare(sandbox, Filesystem::ReadOnly);
     let t = Instant::now();
-    while !plugin.spare_ready() {
+    while !plugin.spare_ready(Filesystem::ReadOnly) {
         ensure!(t.elapsed() < Duration::from_secs(5), "no spare was made");
         tokio::task::yield_now().await;
     }
