@@ -1,5 +1,7 @@
 //! Spare instances: a plugin's next instance, made right after one of its
-//! calls ends, so that the next call does not wait for instantiation.
+//! calls ends (by the task that also drops the finished call's store), so
+//! that the next call waits neither for an instantiation nor for the last
+//! call's teardown.
 //!
 //! What stays true with spares:
 //! - **One instance, one call.** A spare is moved out of its slot by the
