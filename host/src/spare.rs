@@ -59,10 +59,16 @@ pub struct Spares {
     /// False for a plugin whose instantiation runs guest code, or whose
     /// spare failed to build.
     allowed: AtomicBool,
+    state: Mutex<State>,
+}
+
+/// The spares and whether one is being built, changed together (a build
+/// that ends is seen as a spare ready and no build running at once).
+struct State {
     /// By [`slot_of`] their filesystem.
-    ready: Mutex<[Option<Spare>; 3]>,
+    ready: [Option<Spare>; 3],
     /// One is being built (one at a time per plugin).
-    building: AtomicBool,
+    building: bool,
 }
 
 /// Where the spare for calls with `fs` is kept.
@@ -78,8 +84,10 @@ impl Spares {
     pub fn new(allowed: bool) -> Spares {
         Spares {
             allowed: AtomicBool::new(allowed),
-            ready: Mutex::new([None, None, None]),
-            building: AtomicBool::new(false),
+            state: Mutex::new(State {
+                ready: [None, None, None],
+                building: false,
+            }),
         }
     }
 
@@ -90,7 +98,7 @@ impl Spares {
         code: &Arc<ToolPluginPre<StoreState>>,
         fs: Filesystem,
     ) -> Option<(Store<StoreState>, ToolPlugin)> {
-        let spare = self.lock()[slot_of(fs)].take()?;
+        let spare = self.lock().ready[slot_of(fs)].take()?;
         debug_assert!(spare.fs == fs);
         if Arc::ptr_eq(&spare.code, code) {
             return Some((spare.store, spare.instance));
@@ -101,39 +109,44 @@ impl Spares {
 
     /// Whether a spare is waiting for a call with the filesystem `fs`.
     pub fn is_ready(&self, fs: Filesystem) -> bool {
-        self.lock()[slot_of(fs)].is_some()
+        self.lock().ready[slot_of(fs)].is_some()
     }
 
     /// Whether a spare for calls with `fs` under `grant` may be built now;
-    /// if so, the caller builds it and then calls [`Spares::built`].
+    /// if so, the caller builds it and then calls [`Spares::built`] (or
+    /// [`Spares::cancel_building`]).
     pub fn start_building(&self, grant: &Grant, fs: Filesystem) -> bool {
-        self.allowed.load(Ordering::Relaxed)
-            && grant.paths.is_none()
-            && !self.is_ready(fs)
-            && !self.building.swap(true, Ordering::AcqRel)
+        if !self.allowed.load(Ordering::Relaxed) || grant.paths.is_some() {
+            return false;
+        }
+        let mut state = self.lock();
+        let start = !state.building && state.ready[slot_of(fs)].is_none();
+        state.building |= start;
+        start
     }
 
     /// Ends what [`Spares::start_building`] began: keeps `spare` (`None`:
     /// it failed to build, and this plugin gets no more).
     pub fn built(&self, spare: Option<Spare>) {
-        match spare {
-            Some(spare) => {
-                let previous = self.lock()[slot_of(spare.fs)].replace(spare);
-                drop(previous);
-            }
-            None => self.allowed.store(false, Ordering::Relaxed),
-        }
-        self.building.store(false, Ordering::Release);
+        let Some(spare) = spare else {
+            self.allowed.store(false, Ordering::Relaxed);
+            return self.cancel_building();
+        };
+        let previous = {
+            let mut state = self.lock();
+            state.building = false;
+            state.ready[slot_of(spare.fs)].replace(spare)
+        };
+        drop(previous);
     }
 
-    /// Ends [`Spares::start_building`] having built nothing (no spare
-    /// slot was free), leaving spares on.
+    /// Ends [`Spares::start_building`] having built nothing.
     pub fn cancel_building(&self) {
-        self.building.store(false, Ordering::Release);
+        self.lock().building = false;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Spare>; 3]> {
-        self.ready.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
