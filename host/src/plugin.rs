@@ -304,32 +304,6 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
-/// How a call ended; holds the call's store until dropped.
-pub struct CallEnd {
-    pub outcome: Result<String, CallError>,
-    pub stats: CallStats,
-    store: Option<Store<StoreState>>,
-}
-
-impl CallEnd {
-    fn new(outcome: Result<String, CallError>, stats: CallStats, store: Store<StoreState>) -> Self {
-        CallEnd {
-            outcome,
-            stats,
-            store: Some(store),
-        }
-    }
-
-    /// A call that failed before it had a store.
-    fn failed(e: CallError) -> Self {
-        CallEnd {
-            outcome: Err(e),
-            stats: CallStats::default(),
-            store: None,
-        }
-    }
-}
-
 /// What a call's store ended with, for the audit log.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CallStats {
@@ -522,17 +496,18 @@ impl Plugin {
     ) -> Result<String, CallError> {
         let deadline = Instant::now() + sandbox.limits().timeout;
         let grant = sandbox.server_grant();
-        self.call_until(sandbox, &grant, grant.filesystem, tool, args_json, deadline)
-            .await
-            .outcome
+        let (result, _) = self
+            .call_until(sandbox, &grant, grant.filesystem, tool, args_json, deadline)
+            .await;
+        result
     }
 
     /// Run one tool call in a fresh instance under `grant` with the
     /// filesystem `fs`, that ends by `deadline`, wherever the guest is then
     /// (wasm code or an async host call: clocks, poll, streams); its store
-    /// and instance are dropped with the returned [`CallEnd`]. (File
-    /// operations run synchronously on this thread: see the README's
-    /// sandbox table.) Also returns what the call wrote and its peak memory.
+    /// and instance are dropped. (File operations run synchronously on this
+    /// thread: see the README's sandbox table.) Also returns what the call
+    /// wrote and its peak memory.
     pub async fn call_until(
         &self,
         sandbox: &Sandbox,
@@ -541,7 +516,7 @@ impl Plugin {
         tool: &str,
         args_json: &str,
         deadline: Instant,
-    ) -> CallEnd {
+    ) -> (Result<String, CallError>, CallStats) {
         let pre = self.pre();
         let (mut store, spare) = match self.spare_for(&pre, grant, fs) {
             Some((mut store, instance)) => {
@@ -550,7 +525,7 @@ impl Plugin {
             }
             None => match sandbox.new_store_for(pre.engine(), grant, fs, deadline) {
                 Ok(store) => (store, None),
-                Err(e) => return CallEnd::failed(CallError::Host(format!("{e:#}"))),
+                Err(e) => return (Err(CallError::Host(format!("{e:#}"))), CallStats::default()),
             },
         };
         let run = async {
@@ -575,7 +550,7 @@ impl Plugin {
             peak_memory_bytes: store.data().limiter().peak(),
         };
         if let Some(e) = enforced_error(store.data(), &result) {
-            return CallEnd::new(Err(e), stats, store);
+            return (Err(e), stats);
         }
         let outcome = match result {
             Ok(Ok(text)) => {
@@ -602,14 +577,13 @@ impl Plugin {
                 other => other,
             }),
         };
-        CallEnd::new(outcome, stats, store)
+        (outcome, stats)
     }
 
     /// A call as the server makes it: [`Plugin::call_until`] under this
-    /// plugin's own grant, on its spare instance if one is ready for `fs`.
-    /// Its store is dropped, and the next spare built, in the background
-    /// after it where a spare slot is free (see `spare.rs`): neither is on
-    /// the call's path.
+    /// plugin's own grant, on its spare instance if one is ready for `fs`;
+    /// the next spare is built in the background after it (see
+    /// `spare.rs`), off the call's path.
     pub async fn call_served(
         self: &Arc<Self>,
         sandbox: &Arc<Sandbox>,
@@ -619,11 +593,11 @@ impl Plugin {
         deadline: Instant,
     ) -> (Result<String, CallError>, CallStats) {
         let grant = &self.grant;
-        let mut end = self
+        let ran = self
             .call_until(sandbox, grant, fs, tool, args_json, deadline)
             .await;
-        self.after_call(sandbox, fs, end.store.take());
-        (end.outcome, end.stats)
+        self.prepare_spare(sandbox, fs);
+        ran
     }
 }
 

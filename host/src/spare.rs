@@ -1,7 +1,5 @@
 //! Spare instances: a plugin's next instance, made right after one of its
-//! calls ends (by the task that also drops the finished call's store), so
-//! that the next call waits neither for an instantiation nor for the last
-//! call's teardown.
+//! calls ends, so that the next call does not wait for instantiation.
 //!
 //! What stays true with spares:
 //! - **One instance, one call.** A spare is moved out of its slot by the
@@ -180,38 +178,22 @@ impl Plugin {
         self.spares.take(&self.pre(), fs)
     }
 
-    /// Builds the plugin's next instance for calls with `fs` in the
-    /// background, as after a call (see [`Plugin::call_served`]).
+    /// After a call with the filesystem `fs` under the plugin's grant:
+    /// builds the plugin's next instance for such calls in the background,
+    /// unless one is ready or being built, spares are off for it, or every
+    /// one of the server's spare slots is in use.
     pub fn prepare_spare(self: &Arc<Self>, sandbox: &Arc<Sandbox>, fs: Filesystem) {
-        self.after_call(sandbox, fs, None);
-    }
-
-    /// After a call with the filesystem `fs` under the plugin's grant: in
-    /// the background, drops the call's store `used` and builds the
-    /// plugin's next instance (unless one is ready or being built, or
-    /// spares are off for it). The background task holds a spare slot
-    /// (the pool has room for it); with none free, `used` is dropped here.
-    pub(crate) fn after_call(
-        self: &Arc<Self>,
-        sandbox: &Arc<Sandbox>,
-        fs: Filesystem,
-        used: Option<Store<StoreState>>,
-    ) {
-        let build = self.spares.start_building(&self.grant, fs);
-        let Some(slot) = sandbox.spare_slot() else {
-            if build {
-                // Not a failure of this plugin: try again after its next call.
-                self.spares.cancel_building();
-            }
+        if !self.spares.start_building(&self.grant, fs) {
             return;
+        }
+        let Some(slot) = sandbox.spare_slot() else {
+            // Not a failure of this plugin: try again after its next call.
+            return self.spares.cancel_building();
         };
         let (plugin, sandbox) = (self.clone(), sandbox.clone());
         tokio::spawn(async move {
-            drop(used);
-            if build {
-                let spare = plugin.build_spare(&sandbox, fs, slot).await;
-                plugin.spares.built(spare);
-            }
+            let spare = plugin.build_spare(&sandbox, fs, slot).await;
+            plugin.spares.built(spare);
         });
     }
 

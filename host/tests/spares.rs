@@ -75,7 +75,7 @@ async fn call(
     s.plugin
         .call_until(&s.sb, &grant, fs, tool, args, deadline)
         .await
-        .outcome
+        .0
 }
 
 const SECOND: Duration = Duration::from_secs(1);
