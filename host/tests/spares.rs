@@ -55,9 +55,15 @@ async fn setup(component: &str, limits: Limits) -> Setup {
 /// Asks for a spare with `fs` and waits (up to 5 s) until it is ready.
 async fn spare_for(s: &Setup, fs: Filesystem) {
     s.plugin.prepare_spare(&s.sb, fs);
+    wait_for_spare(&s.plugin, fs, "no spare was made").await;
+}
+
+/// Waits (up to 5 s, else fails saying `why`) until `plugin` has a spare
+/// for calls with `fs`.
+async fn wait_for_spare(plugin: &Plugin, fs: Filesystem, why: &str) {
     let t = Instant::now();
-    while !s.plugin.spare_ready(fs) {
-        assert!(t.elapsed() < Duration::from_secs(5), "no spare was made");
+    while !plugin.spare_ready(fs) {
+        assert!(t.elapsed() < Duration::from_secs(5), "{why}");
         tokio::task::yield_now().await;
     }
 }
@@ -135,6 +141,16 @@ async fn write_with(s: &Setup, fs: Filesystem, name: &str) -> (Result<String, Ca
     (out, s.wt.path().join(name).exists())
 }
 
+/// [`write_with`], which must be refused and leave no file.
+async fn write_refused(s: &Setup, fs: Filesystem, name: &str) {
+    let (out, written) = write_with(s, fs, name).await;
+    assert!(
+        matches!(out, Err(CallError::PermissionDenied { .. })),
+        "{out:?}"
+    );
+    assert!(!written);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_filesystem_has_its_own_spare_and_only_its_calls_take_it() {
     use Filesystem::{ReadOnly, ReadWrite};
@@ -142,12 +158,7 @@ async fn each_filesystem_has_its_own_spare_and_only_its_calls_take_it() {
     spare_for(&s, ReadWrite).await;
     assert!(!s.plugin.spare_ready(ReadOnly));
     // A read-only call never takes the read-write spare: its write is refused.
-    let (out, written) = write_with(&s, ReadOnly, "a1.txt").await;
-    assert!(
-        matches!(out, Err(CallError::PermissionDenied { .. })),
-        "{out:?}"
-    );
-    assert!(!written);
+    write_refused(&s, ReadOnly, "a1.txt").await;
     assert!(
         s.plugin.spare_ready(ReadWrite),
         "left for a read-write call"
@@ -157,12 +168,7 @@ async fn each_filesystem_has_its_own_spare_and_only_its_calls_take_it() {
     let (out, written) = write_with(&s, ReadWrite, "a2.txt").await;
     assert!(out.is_ok() && written, "{out:?}");
     assert!(s.plugin.spare_ready(ReadOnly) && !s.plugin.spare_ready(ReadWrite));
-    let (out, written) = write_with(&s, ReadOnly, "a3.txt").await;
-    assert!(
-        matches!(out, Err(CallError::PermissionDenied { .. })),
-        "{out:?}"
-    );
-    assert!(!written);
+    write_refused(&s, ReadOnly, "a3.txt").await;
     assert!(
         !s.plugin.spare_ready(ReadOnly),
         "taken by the read-only call"
@@ -241,14 +247,12 @@ async fn spares_never_outnumber_their_slots() {
     // Taking the first spare frees its slot for the other plugin.
     read_a(&s).await.unwrap();
     other.prepare_spare(&s.sb, Filesystem::ReadWrite);
-    let t = Instant::now();
-    while !other.spare_ready(Filesystem::ReadWrite) {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "the freed slot was not reused"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    wait_for_spare(
+        &other,
+        Filesystem::ReadWrite,
+        "the freed slot was not reused",
+    )
+    .await;
 }
 
 /// `bytes` (a component) with one more core module, whose start function
