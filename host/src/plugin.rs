@@ -54,8 +54,10 @@ pub enum CallError {
     Timeout { seconds: f64 },
     /// The instance tried to grow memory past the limit.
     MemoryLimit { bytes: usize },
-    /// The result was larger than the output cap.
-    OutputTooLarge { bytes: usize, cap: usize },
+    /// The result was larger than the output cap: `bytes` long, or
+    /// (`None`) refused in guest memory, unread, for being over the call's
+    /// transfer limit ([`transfer_limit`]).
+    OutputTooLarge { bytes: Option<usize>, cap: usize },
     /// The call ran into a disk budget (its outcome is replaced by this);
     /// `tool_said` is the start of the tool's own error, if it returned one.
     QuotaExceeded {
@@ -116,9 +118,17 @@ impl std::fmt::Display for CallError {
                 "tool exceeded its memory limit of {} MiB and was stopped",
                 bytes >> 20
             ),
-            CallError::OutputTooLarge { bytes, cap } => write!(
+            CallError::OutputTooLarge {
+                bytes: Some(bytes),
+                cap,
+            } => write!(
                 f,
                 "tool output of {bytes} bytes exceeds the cap of {cap} bytes"
+            ),
+            CallError::OutputTooLarge { bytes: None, cap } => write!(
+                f,
+                "tool output exceeds the cap of {cap} bytes: the tool handed the host more than {} bytes at once (refused before it was copied)",
+                transfer_limit(*cap)
             ),
             CallError::QuotaExceeded {
                 exceeded,
@@ -528,6 +538,7 @@ impl Plugin {
                 Err(e) => return (Err(CallError::Host(format!("{e:#}"))), CallStats::default()),
             },
         };
+        store.set_hostcall_fuel(transfer_limit(grant.max_output_bytes));
         let run = async {
             let inst = match spare {
                 Some(instance) => instance,
@@ -557,7 +568,7 @@ impl Plugin {
                 let cap = grant.max_output_bytes;
                 if text.len() > cap {
                     Err(CallError::OutputTooLarge {
-                        bytes: text.len(),
+                        bytes: Some(text.len()),
                         cap,
                     })
                 } else {
@@ -599,6 +610,36 @@ impl Plugin {
         self.prepare_spare(sandbox, fs);
         ran
     }
+}
+
+/// The most a call's guest may hand the host at once, in bytes: its result
+/// (or tool error) as it returns, or the data of one WASI call. Set as
+/// wasmtime's hostcall fuel, which is checked before anything is copied, so
+/// a result far over the output cap costs the host nothing (one between
+/// the cap and this is copied, then refused by the cap). At least
+/// [`MIN_TRANSFER_BYTES`], for WASI calls of tools with a small cap.
+pub fn transfer_limit(max_output_bytes: usize) -> usize {
+    max_output_bytes
+        .saturating_add(TRANSFER_SLACK_BYTES)
+        .max(MIN_TRANSFER_BYTES)
+}
+
+/// Room over the output cap for the result's transfer (the cap is checked
+/// on the copied text, which says by how much it was over).
+const TRANSFER_SLACK_BYTES: usize = 1 << 20;
+
+/// The transfer limit of a call with a small output cap.
+const MIN_TRANSFER_BYTES: usize = 16 << 20;
+
+/// How wasmtime (48) says a transfer ran out of hostcall fuel; its error
+/// type is private (`tests/wire.rs` holds a test of this).
+const HOSTCALL_FUEL_EXHAUSTED: &str =
+    "too much data is being copied between the host and the guest";
+
+/// Whether `e` is a transfer refused for being over [`transfer_limit`].
+fn over_transfer_limit(e: &wasmtime::Error) -> bool {
+    e.chain()
+        .any(|c| c.to_string().starts_with(HOSTCALL_FUEL_EXHAUSTED))
 }
 
 /// A call that the host refused something: a disk budget
@@ -727,6 +768,12 @@ fn classify_trap(e: wasmtime::Error, store: &Store<StoreState>, grant: &Grant) -
     }
     if e.downcast_ref::<PoolConcurrencyLimitError>().is_some() {
         return CallError::Busy(Slot::InstancePool);
+    }
+    if over_transfer_limit(&e) {
+        return CallError::OutputTooLarge {
+            bytes: None,
+            cap: grant.max_output_bytes,
+        };
     }
     // The wasm backtrace is noise for the model but useful in the log.
     tracing::debug!("trap detail: {e:#}");
