@@ -579,6 +579,10 @@ impl Plugin {
                 code: e.code,
                 message: e.message,
             }),
+            Err(e) if over_transfer_limit(&e) => Err(CallError::OutputTooLarge {
+                bytes: None,
+                cap: grant.max_output_bytes,
+            }),
             Err(e) => Err(match classify_trap(e, &store, grant) {
                 // A panic message on stderr is the most useful part of a trap.
                 CallError::Trap(m) if !err.trim().is_empty() => CallError::Trap(format!(
@@ -768,12 +772,6 @@ fn classify_trap(e: wasmtime::Error, store: &Store<StoreState>, grant: &Grant) -
     }
     if e.downcast_ref::<PoolConcurrencyLimitError>().is_some() {
         return CallError::Busy(Slot::InstancePool);
-    }
-    if over_transfer_limit(&e) {
-        return CallError::OutputTooLarge {
-            bytes: None,
-            cap: grant.max_output_bytes,
-        };
     }
     // The wasm backtrace is noise for the model but useful in the log.
     tracing::debug!("trap detail: {e:#}");
