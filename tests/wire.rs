@@ -35,7 +35,7 @@ fn call_raw(s: &mut Server, tool: &str) -> (usize, Value) {
 /// call's transfer limit (`plugin::transfer_limit`), refused before the
 /// host copies it, and reported as `output_too_large` (this also pins how
 /// wasmtime words an exhausted hostcall fuel, which the host matches).
-/// Messages under the limit but over 64 KiB are cut (`wire_limits`' tests).
+/// Messages under the limit but over 64 KiB are cut: the next test.
 #[test]
 fn a_100_mib_error_message_is_refused_before_it_is_copied() {
     let (_wt, _dir, mut s, _log) = start(&[]);
@@ -47,6 +47,23 @@ fn a_100_mib_error_message_is_refused_before_it_is_copied() {
     // The server keeps serving.
     let (_, r) = call_raw(&mut s, "fits_result");
     assert!(!is_error(&r), "{r}");
+    assert!(s.shutdown().success());
+}
+
+/// A tool error under the transfer limit is copied and cut to 64 KiB,
+/// with a note of how much was cut.
+#[test]
+fn a_1_mib_error_message_is_cut_to_fit() {
+    let (_wt, _dir, mut s, _log) = start(&[]);
+    let (bytes, r) = call_raw(&mut s, "big_error");
+    assert!(is_error(&r), "{r}");
+    assert!(bytes < 128 << 10, "error frame of {bytes} bytes");
+    let text = text_of(&r);
+    assert!(
+        text.contains(&format!("of {} bytes not shown", (1 << 20) + 4)),
+        "{}",
+        &text[text.len() - 100..]
+    );
     assert!(s.shutdown().success());
 }
 
@@ -136,8 +153,8 @@ fn tools_past_the_per_plugin_cap_are_refused_and_the_rest_served() {
     let tools = s.list_all_tools();
     assert_eq!(tools.len(), 256);
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert!(names.contains(&"huge_error") && names.contains(&"filler_250"));
-    assert!(!names.contains(&"filler_251"));
+    assert!(names.contains(&"huge_error") && names.contains(&"filler_249"));
+    assert!(!names.contains(&"filler_250"));
     assert!(s.shutdown().success());
     let log = log.read();
     assert!(log.contains("305 tools, over the limit of 256"), "{log}");

@@ -1,5 +1,6 @@
 //! TEST-ONLY plugin whose answers do not fit the wire: a 100 MiB error
-//! message, a result of numbers that grows past the frame limit when
+//! message (over the call's transfer limit), a 1 MiB one (under it, cut to
+//! fit), a result of numbers that grows past the frame limit when
 //! re-serialized, plus a result that does fit; and more tools than the
 //! host's per-plugin cap (`filler_000`…), so the tail is refused. Also
 //! result texts that are not JSON the host can take: nesting a million deep
@@ -11,13 +12,14 @@ use wasm_mcp_guest::{ErrorCode, Tool, ToolError};
 /// Tools declared before the fillers (the host keeps the first 256).
 pub const WIRE_TOOLS: &[&str] = &[
     "huge_error",
+    "big_error",
     "number_result",
     "fits_result",
     "deep_result",
     "surrogate_result",
 ];
 /// Filler tools: with the wire tools, 305 declared.
-pub const FILLERS: usize = 300;
+pub const FILLERS: usize = 299;
 
 /// `{"n":[1e9,1e9,…]}` of about `bytes` bytes: each `1e9` becomes
 /// `1000000000.0` once parsed and serialized again (3.25× larger).
@@ -62,6 +64,7 @@ pub fn tools() -> Vec<Tool> {
 fn run(name: &str) -> Result<String, ToolError> {
     match name {
         "huge_error" => Err(ToolError::new(ErrorCode::Io, "E".repeat(100 << 20))),
+        "big_error" => Err(ToolError::new(ErrorCode::Io, "E".repeat(1 << 20))),
         // Under the default 5 MiB output cap; ~16 MiB once re-serialized.
         "number_result" => Ok(numbers((5 << 20) - 4096)),
         "fits_result" => Ok(format!("{{\"s\":\"{}\"}}", "x".repeat(1 << 20))),
@@ -100,6 +103,6 @@ mod tests {
         assert!(out.starts_with("{\"n\":[1e9,1e9,"), "not re-serialized");
         let e = wasm_mcp_guest::call(&t, "huge_error", "{}").unwrap_err();
         assert_eq!(e.message.len(), 100 << 20);
-        assert_eq!(wasm_mcp_guest::call(&t, "filler_299", "{}").unwrap(), "{}");
+        assert_eq!(wasm_mcp_guest::call(&t, "filler_298", "{}").unwrap(), "{}");
     }
 }
