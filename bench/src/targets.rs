@@ -32,6 +32,8 @@ pub struct Results {
     pub floor: PerFile,
     pub baseline: PerFile,
     pub peer: PerFile,
+    /// Ours on the small file again, after the large file's calls.
+    pub ours_small_after_large: Option<SeriesSummary>,
     pub cold_ms: Option<f64>,
     pub warm_ms: Option<f64>,
     pub inst_pooling_us: Option<f64>,
@@ -95,6 +97,11 @@ impl Results {
                 let bound = f.p50_ms + call / 1e3;
                 (format!("{:.2}x", o.p50_ms / bound), o.p50_ms <= 1.5 * bound)
             }),
+        ));
+        rows.push(row(
+            "  small p50 after large calls <= 1.25 x before (project's own)",
+            zip(o.small.as_ref(), self.ours_small_after_large.as_ref())
+                .map(|(before, after)| at_most(after.p50_ms, before.p50_ms, 1.25)),
         ));
         rows.push(row(
             ">= 15x the baseline's calls/s, small file",
@@ -169,6 +176,11 @@ impl Results {
     }
 }
 
+/// `a/b`, at most `max`.
+fn at_most(a: f64, b: f64, max: f64) -> (String, bool) {
+    (format!("{:.2}x", a / b), a / b <= max)
+}
+
 fn zip<A, B>(a: Option<A>, b: Option<B>) -> Option<(A, B)> {
     a.zip(b)
 }
@@ -204,6 +216,7 @@ mod tests {
                 small: s(4.0, 250.0),
                 large: s(36.0, 26.0),
             },
+            ours_small_after_large: s(0.40, 2500.0),
             call_pooling_us: Some(100.0),
             inst_pooling_us: Some(10.5),
             spare_take_us: Some(2.0),
@@ -222,6 +235,8 @@ mod tests {
             find(&rows, "  the same, the in-process call on a spare").ok,
             Some(false)
         );
+        // 0.40 > 1.25 * 0.30
+        assert_eq!(find(&rows, "  small p50 after large").ok, Some(false));
         assert_eq!(find(&rows, "instantiation p50 <= 10").ok, Some(false));
         assert_eq!(find(&rows, "  a served call's wait").ok, Some(true));
         assert_eq!(find(&rows, ">= 2x the peer's calls/s, small").ok, None);

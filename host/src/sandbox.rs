@@ -538,13 +538,18 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
 }
 
 /// Bytes of each pooled linear memory kept resident between calls: enough
-/// for a call that reads and returns a ~2 MB file (its file buffer, its
-/// JSON and their growth) to find its pages already there next time; with
-/// `PAGEMAP_SCAN` only the pages a call touched are reset, so small calls
-/// pay nothing for it. The cost: a slot keeps what it touched up to this
-/// much, so after a burst of N large calls at once up to N × 8 MiB stay
-/// resident (the bench's 1.9 MB read: p50 −18% against 1 MiB).
-const KEEP_RESIDENT_BYTES: usize = 8 << 20;
+/// for a small call's stack and heap to find its pages there next time.
+/// Without userfaultfd write protection, `PAGEMAP_SCAN` reports every
+/// present page as written, so a freed slot `memset`s all its resident
+/// pages up to this much on every reset, whatever the call touched: with
+/// 8 MiB, one 1.9 MB read left ~5 MB resident and every small call of
+/// that plugin after it paid for zeroing them (in process 27 → 219 µs;
+/// served p50 0.193 → 0.414 ms, the bench's "again" row). With 256 KiB a
+/// small call costs the same before and after a large one (served p50
+/// 0.199 / 0.199 ms); a large call faults in what it touches beyond
+/// (1.9 MB read served p50 6.4 → 7.4 ms, in process 1.0 → 1.9 ms), and a
+/// slot keeps at most 256 KiB.
+const KEEP_RESIDENT_BYTES: usize = 256 << 10;
 
 /// Bytes of each pooled table kept resident between calls.
 const KEEP_RESIDENT_TABLE_BYTES: usize = 64 << 10;

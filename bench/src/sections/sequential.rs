@@ -1,5 +1,8 @@
 //! `read_file` as sequential calls on one connection: ours (pooling and
 //! on-demand), the floor (same bytes, no work), the baseline, the peer.
+//! Each server reads the small file, then the large one, then the small
+//! one again: what a large call leaves behind (pages kept resident in a
+//! pooled slot, allocator state) shows in the small calls after it.
 
 use std::sync::Arc;
 
@@ -22,6 +25,8 @@ struct Series<'a> {
 struct Measured {
     server: &'static str,
     case: Arc<FileCase>,
+    /// The small file read again after the large file's series.
+    after_large: bool,
     stats: Stats,
 }
 
@@ -32,9 +37,16 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
     let find = |server: &str, case: &Arc<FileCase>| {
         measured
             .iter()
-            .find(|m| m.server == server && Arc::ptr_eq(&m.case, case))
+            .find(|m| m.server == server && Arc::ptr_eq(&m.case, case) && !m.after_large)
             .map(|m| &m.stats)
     };
+    let after_large = |server: &str| {
+        measured
+            .iter()
+            .find(|m| m.server == server && m.after_large)
+            .map(|m| &m.stats)
+    };
+    print_after_large(b, &find, &after_large);
     if b.baseline.is_some() {
         print_ratios(b, "baseline", &find, true);
     }
@@ -51,6 +63,7 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
     results.floor = per_file("floor");
     results.baseline = per_file("baseline");
     results.peer = per_file("peer");
+    results.ours_small_after_large = after_large("ours").map(Into::into);
     Ok(())
 }
 
@@ -95,7 +108,12 @@ async fn measure(b: &Bench) -> Result<Vec<Measured>> {
     let mut out = Vec::new();
     for s in series(b) {
         let conn = s.spec.connect().await?;
-        for (case, n) in [(&b.small, c.small), (&b.large, c.large)] {
+        let order = [
+            (&b.small, c.small, false),
+            (&b.large, c.large, false),
+            (&b.small, c.small, true),
+        ];
+        for (case, n, after_large) in order {
             let warm = if Arc::ptr_eq(case, &b.large) {
                 c.warmup.min(5)
             } else {
@@ -108,6 +126,7 @@ async fn measure(b: &Bench) -> Result<Vec<Measured>> {
             out.push(Measured {
                 server: s.label,
                 case: case.clone(),
+                after_large,
                 stats,
             });
         }
@@ -119,13 +138,17 @@ async fn measure(b: &Bench) -> Result<Vec<Measured>> {
 fn print_table(measured: &[Measured]) {
     println!("== read_file, sequential calls on one connection (warm-up excluded) ==");
     println!(
-        "{:<22} {:<16} {:>6} {:>10} {:>10} {:>10}",
+        "{:<28} {:<16} {:>6} {:>10} {:>10} {:>10}",
         "file", "server", "calls", "p50 ms", "p99 ms", "calls/s"
     );
     for m in measured {
+        let file = match m.after_large {
+            true => format!("{}, again", m.case.label),
+            false => m.case.label.to_string(),
+        };
         println!(
-            "{:<22} {:<16} {:>6} {:>10.3} {:>10.3} {:>10.1}",
-            m.case.label,
+            "{:<28} {:<16} {:>6} {:>10.3} {:>10.3} {:>10.1}",
+            file,
             m.server,
             m.stats.n,
             ms(m.stats.p50),
@@ -133,7 +156,25 @@ fn print_table(measured: &[Measured]) {
             m.stats.rate
         );
     }
-    println!("(floor: reads no file, returns as many bytes in the same result shape)");
+    println!("(floor: reads no file, returns as many bytes in the same result shape; \"again\": after the large file's calls)");
+}
+
+/// Each server's small-file p50 after its large-file calls against before.
+fn print_after_large<'a>(
+    b: &Bench,
+    before: &impl Fn(&str, &Arc<FileCase>) -> Option<&'a Stats>,
+    after: &impl Fn(&str) -> Option<&'a Stats>,
+) {
+    let mut line = format!(
+        "{} after the large file's calls, p50 against before:",
+        b.small.label
+    );
+    for server in ["ours", "ours on-demand", "floor", "baseline", "peer"] {
+        if let (Some(x), Some(y)) = (before(server, &b.small), after(server)) {
+            line.push_str(&format!(" {server} {};", ratio(ms(y.p50), ms(x.p50))));
+        }
+    }
+    println!("{}", line.trim_end_matches(';'));
 }
 
 /// `ours/<other>` per file; `with_on_demand` adds the on-demand allocator's.
