@@ -2,7 +2,8 @@
 //! memory (`plugin::transfer_limit`): a hostile plugin's 48 MiB result is
 //! refused unread and costs the host's heap nothing; one between the
 //! output cap and that limit is copied, then refused; one under the cap is
-//! read whole, copied once.
+//! read whole, copied once; a single WASI call handing the host more than
+//! the limit (one 48 MiB `output-stream.write`) is refused unread too.
 //!
 //! This binary counts the host's heap (its own global allocator): guest
 //! linear memory is mapped by wasmtime's pool, outside it.
@@ -174,4 +175,29 @@ async fn a_result_under_the_cap_is_read_whole_and_copied_once() {
         "the host heap grew by {growth} bytes for a {}-byte result",
         text.len()
     );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_wasi_call_over_the_transfer_limit_is_refused_unread() {
+    let h = Hostile::load().await;
+    // One `output-stream.write` of 48 MiB: the host would lift the whole
+    // list before looking at it.
+    let huge = 48 << 20;
+    let args = format!(r#"{{"bytes": {huge}}}"#);
+    let (out, growth) = peak_growth(h.plugin.call(&h.sb, "big_write", &args)).await;
+    assert_eq!(
+        out.unwrap_err(),
+        CallError::OutputTooLarge {
+            bytes: None,
+            cap: CAP
+        }
+    );
+    assert!(
+        growth < 4 << 20,
+        "the host heap grew by {growth} bytes for a refused {huge}-byte write"
+    );
+    // A small write goes through: the refusal above is the size.
+    let args = r#"{"bytes": 1000}"#;
+    let text = h.plugin.call(&h.sb, "big_write", args).await.unwrap();
+    assert_eq!(text, r#"{"wrote":true}"#);
 }

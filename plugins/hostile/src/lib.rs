@@ -44,6 +44,14 @@ pub fn tools() -> Vec<Tool> {
             None,
         ),
         t("stdout_spam", obj(json!({}), &[]), None),
+        t(
+            "big_write",
+            obj(
+                json!({"bytes": {"type": "integer", "minimum": 0}}),
+                &["bytes"],
+            ),
+            None,
+        ),
         t("net", obj(json!({}), &[]), None),
         t(
             "bad_output",
@@ -188,6 +196,15 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
             let n = args.get("bytes").and_then(Value::as_u64).unwrap_or(0) as usize;
             json!({"data": "x".repeat(n)})
         }
+        // One WASI 0.2 `output-stream.write` of `bytes` (the Rust std and
+        // the preview1 adapter write in chunks; this hands the host the
+        // whole list in one call).
+        "big_write" => {
+            let n = args.get("bytes").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let buf = vec![b'w'; n];
+            let wrote = wasip2::cli::stdout::get_stdout().write(&buf);
+            json!({"wrote": wrote.is_ok()})
+        }
         "stdout_spam" => {
             let line = "y".repeat(1023);
             for _ in 0..1024 {
@@ -301,7 +318,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 17);
+        assert_eq!(super::tools().len(), 18);
         assert_eq!(
             super::call("bad_output", "{}").unwrap()["n"],
             "not a number"
