@@ -2,7 +2,7 @@
 # Builds the tool plugins (plugins/, its own cargo workspace) into WASI 0.2
 # components:
 #   dist/plugins/workspace.wasm      product plugins (the default plugin dir)
-#   dist/test-plugins/*.wasm         TEST-ONLY (hostile, badmeta, slowload), never in the default dir
+#   dist/test-plugins/*.wasm         TEST-ONLY (hostile, badmeta, slowload, hugelist, ...), never in the default dir
 #   dist/samples/{py-csv,js-json}.wasm  sample plugins in Python and JavaScript (step 4:
 #                                    their own build.sh, toolchains in .cache/polyglot);
 #                                    not in the default dir: 30 MB that every server start
@@ -27,7 +27,7 @@ Q=(-q)
 
 # product plugins: crate artifact name -> dist name
 PRODUCT=(workspace_tools:workspace)
-TEST_ONLY=(hostile:hostile badmeta:badmeta slowload:slowload diskbomb:diskbomb bigwire:bigwire conformance:conformance)
+TEST_ONLY=(hostile:hostile badmeta:badmeta slowload:slowload hugelist:hugelist diskbomb:diskbomb bigwire:bigwire conformance:conformance)
 
 if [ -z "${GUEST_TARGET:-}" ]; then
   if rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then

@@ -193,6 +193,27 @@ fn a_plugin_whose_list_tools_blocks_is_refused_alone_and_reload_keeps_working() 
 }
 
 #[test]
+fn a_plugin_whose_tool_list_is_too_large_is_refused_alone() {
+    let wt = worktree();
+    let plugins = named_plugin_dir(&[
+        ("test-plugins/hugelist.wasm", "a_hugelist.wasm"),
+        ("plugins/workspace.wasm", "workspace.wasm"),
+    ]);
+    let (mut s, log, _) = spawn_timed(wt.path(), plugins.path(), &[]);
+    let names = tool_names(&mut s);
+    assert!(names.contains(&"read_file".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("huge_")), "{names:?}");
+    let r = s.call("read_file", json!({"path": "inside.txt"}));
+    assert_eq!(r["structuredContent"]["content"], json!("inside\n"), "{r}");
+    let log_text = log.read();
+    assert!(
+        log_text.contains("a_hugelist.wasm: list-tools failed")
+            && log_text.contains("its tool list is over"),
+        "{log_text}"
+    );
+}
+
+#[test]
 fn slow_plugins_load_in_parallel_and_busy_loads_are_retried() {
     let wt = worktree();
     let mut files = vec![("plugins/workspace.wasm", "a_workspace.wasm".to_string())];

@@ -8,12 +8,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use tokio::sync::Semaphore;
+use wasm_mcp_protocol::schema_limits::DEFAULT_MAX_SCHEMA_BYTES;
 use wasm_mcp_protocol::text::{head_chars, tail_bytes};
 use wasm_mcp_protocol::ErrorKind;
 use wasmtime::component::Component;
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap};
 
 use crate::cache::{sha256_hex, CacheOutcome, ComponentCache};
+use crate::catalog::MAX_TOOLS_PER_PLUGIN;
 use crate::disk_budget::Exceeded;
 use crate::grants::{Filesystem, Grant};
 use crate::limits::before;
@@ -74,6 +76,9 @@ pub enum CallError {
     /// writes: read-only, `none`, or outside its granted subdirectories
     /// (its outcome is replaced by this, whatever it returned).
     PermissionDenied { tool_said: Option<String> },
+    /// A plugin's `list-tools` handed the host more than
+    /// [`TOOL_LIST_TRANSFER_BYTES`] (at load; calls never see this).
+    ToolListTooLarge,
 }
 
 /// The capacity a call (or load) waited for.
@@ -156,6 +161,10 @@ impl std::fmt::Display for CallError {
                 f,
                 "server busy: {slot}, and none freed up before the call's deadline; the tool did not run, try again later"
             ),
+            CallError::ToolListTooLarge => write!(
+                f,
+                "its tool list is over {TOOL_LIST_TRANSFER_BYTES} bytes, the most the host reads from a plugin at load (refused while it was copied)"
+            ),
         }
     }
 }
@@ -167,7 +176,9 @@ impl CallError {
             CallError::Tool { .. } => ErrorKind::ToolError,
             CallError::Timeout { .. } => ErrorKind::Timeout,
             CallError::MemoryLimit { .. } => ErrorKind::MemoryLimit,
-            CallError::OutputTooLarge { .. } => ErrorKind::OutputTooLarge,
+            CallError::OutputTooLarge { .. } | CallError::ToolListTooLarge => {
+                ErrorKind::OutputTooLarge
+            }
             CallError::QuotaExceeded { .. } => ErrorKind::QuotaExceeded,
             CallError::Trap(_) => ErrorKind::Trap,
             CallError::Host(_) => ErrorKind::HostError,
@@ -459,6 +470,7 @@ impl Plugin {
         let deadline = Instant::now() + sandbox.limits().load_timeout;
         let pre = self.pre();
         let mut store = fresh_store(sandbox, pre.engine(), false, deadline)?;
+        store.set_hostcall_fuel(TOOL_LIST_TRANSFER_BYTES);
         let run = async {
             let inst = pre.instantiate_async(&mut store).await?;
             inst.wasm_mcp_tool_tool().call_list_tools(&mut store).await
@@ -468,7 +480,10 @@ impl Plugin {
             timeout: sandbox.limits().load_timeout,
             ..sandbox.server_grant()
         };
-        let tools = result.map_err(|e| classify_trap(e, &store, &grant))?;
+        let tools = result.map_err(|e| match over_transfer_limit(&e) {
+            true => CallError::ToolListTooLarge,
+            false => classify_trap(e, &store, &grant),
+        })?;
         Ok(tools
             .into_iter()
             .map(|t| RawTool {
@@ -628,6 +643,14 @@ pub fn transfer_limit(max_output_bytes: usize) -> usize {
         .max(MIN_TRANSFER_BYTES)
 }
 
+/// The most a plugin's `list-tools` may hand the host (copied once, at
+/// load): every tool the catalog keeps ([`MAX_TOOLS_PER_PLUGIN`]) with both
+/// schemas at their size limit and 64 KiB of name, title and description
+/// (48 MiB; wasmtime's own default is 128 MiB). Lifting the list stops
+/// there and the plugin is refused.
+pub const TOOL_LIST_TRANSFER_BYTES: usize =
+    MAX_TOOLS_PER_PLUGIN * (2 * DEFAULT_MAX_SCHEMA_BYTES + (64 << 10));
+
 /// Room over the output cap for the result's transfer (the cap is checked
 /// on the copied text, which says by how much it was over).
 const TRANSFER_SLACK_BYTES: usize = 1 << 20;
@@ -640,7 +663,8 @@ const MIN_TRANSFER_BYTES: usize = 16 << 20;
 const HOSTCALL_FUEL_EXHAUSTED: &str =
     "too much data is being copied between the host and the guest";
 
-/// Whether `e` is a transfer refused for being over [`transfer_limit`].
+/// Whether `e` is a transfer refused for running out of hostcall fuel:
+/// over [`transfer_limit`] on a call, [`TOOL_LIST_TRANSFER_BYTES`] at load.
 fn over_transfer_limit(e: &wasmtime::Error) -> bool {
     e.chain()
         .any(|c| c.to_string().starts_with(HOSTCALL_FUEL_EXHAUSTED))

@@ -3,7 +3,9 @@
 //! refused unread and costs the host's heap nothing; one between the
 //! output cap and that limit is copied, then refused; one under the cap is
 //! read whole, copied once; a single WASI call handing the host more than
-//! the limit (one 48 MiB `output-stream.write`) is refused unread too.
+//! the limit (one 48 MiB `output-stream.write`) is refused unread too; a
+//! plugin whose `list-tools` hands the host 100 MiB is refused at load once
+//! [`TOOL_LIST_TRANSFER_BYTES`] of it were copied.
 //!
 //! This binary counts the host's heap (its own global allocator): guest
 //! linear memory is mapped by wasmtime's pool, outside it.
@@ -14,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use wasm_mcp_host::cache::ComponentCache;
-use wasm_mcp_host::plugin::{transfer_limit, CallError, Plugin};
+use wasm_mcp_host::plugin::{transfer_limit, CallError, Plugin, TOOL_LIST_TRANSFER_BYTES};
 use wasm_mcp_host::sandbox::{EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::Limits;
 
@@ -200,4 +202,30 @@ async fn a_wasi_call_over_the_transfer_limit_is_refused_unread() {
     let args = r#"{"bytes": 1000}"#;
     let text = h.plugin.call(&h.sb, "big_write", args).await.unwrap();
     assert_eq!(text, r#"{"wrote":true}"#);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_tool_list_over_its_transfer_limit_is_refused_at_load() {
+    let h = Hostile::load().await;
+    let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dist/test-plugins/hugelist.wasm");
+    assert!(
+        dist.is_file(),
+        "{} missing: run `just plugins`",
+        dist.display()
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let cc = ComponentCache::new(Some(cache.path().to_path_buf()));
+    // 200 descriptions of 512 KiB: under wasmtime's default hostcall fuel
+    // (128 MiB) all of it was copied before the catalog cut them.
+    let (loaded, growth) = peak_growth(Plugin::load(&h.sb, &cc, &dist)).await;
+    let Err(refused) = loaded else {
+        panic!("a 100 MiB tool list was loaded")
+    };
+    let said = format!("{refused:#}");
+    let limit = format!("over {TOOL_LIST_TRANSFER_BYTES} bytes");
+    assert!(said.contains(&limit), "{said}");
+    assert!(
+        growth < TOOL_LIST_TRANSFER_BYTES + (8 << 20),
+        "the host heap grew by {growth} bytes for a refused 100 MiB tool list"
+    );
 }
