@@ -208,7 +208,7 @@ fn a_plugin_whose_tool_list_is_too_large_is_refused_alone() {
     let log_text = log.read();
     assert!(
         log_text.contains("a_hugelist.wasm: list-tools failed")
-            && log_text.contains("its tool list is over"),
+            && log_text.contains("more than 50331648 bytes at once while listing its tools"),
         "{log_text}"
     );
 }

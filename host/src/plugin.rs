@@ -77,7 +77,7 @@ pub enum CallError {
     /// (its outcome is replaced by this, whatever it returned).
     PermissionDenied { tool_said: Option<String> },
     /// A plugin's `list-tools` handed the host more than
-    /// [`TOOL_LIST_TRANSFER_BYTES`] (at load; calls never see this).
+    /// [`TOOL_LIST_TRANSFER_BYTES`] at once (at load; calls never see this).
     ToolListTooLarge,
 }
 
@@ -163,7 +163,7 @@ impl std::fmt::Display for CallError {
             ),
             CallError::ToolListTooLarge => write!(
                 f,
-                "its tool list is over {TOOL_LIST_TRANSFER_BYTES} bytes, the most the host reads from a plugin at load (refused while it was copied)"
+                "it handed the host more than {TOOL_LIST_TRANSFER_BYTES} bytes at once while listing its tools (its tool list, or one WASI call), the most the host reads from a plugin at load (refused while it was copied)"
             ),
         }
     }
@@ -643,11 +643,13 @@ pub fn transfer_limit(max_output_bytes: usize) -> usize {
         .max(MIN_TRANSFER_BYTES)
 }
 
-/// The most a plugin's `list-tools` may hand the host (copied once, at
-/// load): every tool the catalog keeps ([`MAX_TOOLS_PER_PLUGIN`]) with both
-/// schemas at their size limit and 64 KiB of name, title and description
-/// (48 MiB; wasmtime's own default is 128 MiB). Lifting the list stops
-/// there and the plugin is refused.
+/// The most a plugin's `list-tools` may hand the host at once (its tool
+/// list, copied once at load; or one WASI call it makes meanwhile): every
+/// tool the catalog keeps ([`MAX_TOOLS_PER_PLUGIN`]) with both schemas at
+/// their size limit and 64 KiB for its name, title, description and the
+/// list's own bytes (48 MiB; wasmtime's own default is 128 MiB). Counted in
+/// guest bytes on everything the plugin declares: lifting stops there and
+/// the plugin is refused whole.
 pub const TOOL_LIST_TRANSFER_BYTES: usize =
     MAX_TOOLS_PER_PLUGIN * (2 * DEFAULT_MAX_SCHEMA_BYTES + (64 << 10));
 

@@ -545,10 +545,11 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
 /// 8 MiB, one 1.9 MB read left ~5 MB resident and every small call of
 /// that plugin after it paid for zeroing them (in process 27 → 219 µs;
 /// served p50 0.193 → 0.414 ms, the bench's "again" row). With 256 KiB a
-/// small call costs the same before and after a large one (served p50
-/// 0.199 / 0.199 ms); a large call faults in what it touches beyond
-/// (1.9 MB read served p50 6.4 → 7.4 ms, in process 1.0 → 1.9 ms), and a
-/// slot keeps at most 256 KiB.
+/// small call served costs the same before and after a large one (p50
+/// 0.199 / 0.199 ms; in process 27 → 40 µs, the 256 KiB `memset`); a
+/// large call faults in what it touches beyond (1.9 MB read served p50
+/// 6.4 → 7.4 ms, in process 1.0 → 1.9 ms), and a slot keeps at most
+/// 256 KiB.
 const KEEP_RESIDENT_BYTES: usize = 256 << 10;
 
 /// Bytes of each pooled table kept resident between calls.

@@ -222,10 +222,12 @@ async fn a_tool_list_over_its_transfer_limit_is_refused_at_load() {
         panic!("a 100 MiB tool list was loaded")
     };
     let said = format!("{refused:#}");
-    let limit = format!("over {TOOL_LIST_TRANSFER_BYTES} bytes");
+    let limit =
+        format!("more than {TOOL_LIST_TRANSFER_BYTES} bytes at once while listing its tools");
     assert!(said.contains(&limit), "{said}");
     assert!(
-        growth < TOOL_LIST_TRANSFER_BYTES + (8 << 20),
+        // Room for the component's compile, inside the measured load.
+        growth < TOOL_LIST_TRANSFER_BYTES + (16 << 20),
         "the host heap grew by {growth} bytes for a refused 100 MiB tool list"
     );
 }

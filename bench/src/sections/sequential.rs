@@ -1,8 +1,9 @@
 //! `read_file` as sequential calls on one connection: ours (pooling and
 //! on-demand), the floor (same bytes, no work), the baseline, the peer.
 //! Each server reads the small file, then the large one, then the small
-//! one again: what a large call leaves behind (pages kept resident in a
-//! pooled slot, allocator state) shows in the small calls after it.
+//! one again (after its own warm-up calls): what a large call leaves
+//! behind for good (pages kept resident in a pooled slot, allocator state)
+//! shows in the small calls after it.
 
 use std::sync::Arc;
 
