@@ -65,6 +65,7 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
     results.baseline = per_file("baseline");
     results.peer = per_file("peer");
     results.ours_small_after_large = after_large("ours").map(Into::into);
+    results.floor_small_after_large = after_large("floor").map(Into::into);
     Ok(())
 }
 
