@@ -72,6 +72,14 @@ async fn peak_growth<T>(f: impl std::future::Future<Output = T>) -> (T, usize) {
 
 const CAP: usize = 5 << 20;
 
+/// `dist/test-plugins/<name>.wasm`, which must have been built.
+fn test_plugin(name: &str) -> PathBuf {
+    let p =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../dist/test-plugins/{name}.wasm"));
+    assert!(p.is_file(), "{} missing: run `just plugins`", p.display());
+    p
+}
+
 /// The hostile plugin loaded under a 5 MiB output cap, called once (the
 /// first call sets up what every call shares), holding this test's turn
 /// to measure.
@@ -88,10 +96,7 @@ impl Hostile {
     #[allow(clippy::await_holding_lock)]
     async fn load() -> Hostile {
         let alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
-        let dist =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dist/test-plugins/hostile.wasm");
-        let missing = format!("{} missing: run `just plugins`", dist.display());
-        assert!(dist.is_file(), "{missing}");
+        let dist = test_plugin("hostile");
         let (wt, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let limits = Limits {
             max_output_bytes: CAP,
@@ -207,12 +212,7 @@ async fn a_wasi_call_over_the_transfer_limit_is_refused_unread() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_tool_list_over_its_transfer_limit_is_refused_at_load() {
     let h = Hostile::load().await;
-    let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dist/test-plugins/hugelist.wasm");
-    assert!(
-        dist.is_file(),
-        "{} missing: run `just plugins`",
-        dist.display()
-    );
+    let dist = test_plugin("hugelist");
     let cache = tempfile::tempdir().unwrap();
     let cc = ComponentCache::new(Some(cache.path().to_path_buf()));
     // 200 descriptions of 512 KiB: under wasmtime's default hostcall fuel
