@@ -5,10 +5,12 @@
 
 mod support;
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::*;
+use wasm_mcp_host::stdio::PIPE_BYTES;
 use wasm_mcp_host::wire_limits::DEFAULT_MAX_RESPONSE_BYTES;
 
 const PROMPT: Duration = Duration::from_secs(30);
@@ -121,6 +123,39 @@ fn max_response_bytes_is_configurable() {
     assert_eq!(error_kind(&r), "output_too_large", "{r}");
     assert!(bytes < 1_500_000);
     let (_, r) = call_raw(&mut s, "filler_000");
+    assert!(!is_error(&r), "{r}");
+    assert!(s.shutdown().success());
+}
+
+/// The server widens its stdin and stdout pipes (`stdio::PIPE_BYTES`): a
+/// large frame then passes in a couple of fills instead of ~30 wake-ups of
+/// each side. Checked on the pipes themselves, through `/proc/PID/fd`.
+#[test]
+fn the_server_widens_its_stdio_pipes() {
+    let max: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let (_wt, _dir, mut s, _log) = start(&[]);
+    for fd in [0, 1] {
+        // A write end opened on the same pipe; non-blocking, so a pipe
+        // without a reader fails instead of hanging.
+        let pipe = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(format!("/proc/{}/fd/{fd}", s.pid()))
+            .unwrap();
+        let bytes = rustix::pipe::fcntl_getpipe_size(&pipe).unwrap();
+        // Under a lower pipe-max-size an unprivileged server keeps the
+        // default 64 KiB.
+        let kept_default = max < PIPE_BYTES && bytes == 64 << 10;
+        assert!(
+            bytes == PIPE_BYTES || kept_default,
+            "fd {fd}: {bytes} bytes (pipe-max-size {max})"
+        );
+    }
+    let (_, r) = call_raw(&mut s, "fits_result");
     assert!(!is_error(&r), "{r}");
     assert!(s.shutdown().success());
 }
