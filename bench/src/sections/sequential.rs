@@ -65,7 +65,8 @@ pub async fn run(b: &Bench, results: &mut Results) -> Result<()> {
     results.baseline = per_file("baseline");
     results.peer = per_file("peer");
     results.ours_small_after_large = after_large("ours").map(Into::into);
-    results.floor_small_after_large = after_large("floor").map(Into::into);
+    results.on_demand_small = find("ours on-demand", &b.small).map(Into::into);
+    results.on_demand_small_after_large = after_large("ours on-demand").map(Into::into);
     Ok(())
 }
 
