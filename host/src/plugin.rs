@@ -647,9 +647,10 @@ pub fn transfer_limit(max_output_bytes: usize) -> usize {
 /// list, copied once at load; or one WASI call it makes meanwhile): every
 /// tool the catalog keeps ([`MAX_TOOLS_PER_PLUGIN`]) with both schemas at
 /// their size limit and 64 KiB for its name, title, description and the
-/// list's own bytes (48 MiB; wasmtime's own default is 128 MiB). Counted in
-/// guest bytes on everything the plugin declares: lifting stops there and
-/// the plugin is refused whole.
+/// list's own bytes (48 MiB; wasmtime's own default is 128 MiB). Counted on
+/// everything the plugin declares, each string by its guest bytes and each
+/// list by its host size (so 500,000 tools with empty texts are over it
+/// too): lifting stops there and the plugin is refused whole.
 pub const TOOL_LIST_TRANSFER_BYTES: usize =
     MAX_TOOLS_PER_PLUGIN * (2 * DEFAULT_MAX_SCHEMA_BYTES + (64 << 10));
 

@@ -5,7 +5,8 @@
 //! read whole, copied once; a single WASI call handing the host more than
 //! the limit (one 48 MiB `output-stream.write`) is refused unread too; a
 //! plugin whose `list-tools` hands the host 100 MiB is refused at load once
-//! [`TOOL_LIST_TRANSFER_BYTES`] of it were copied.
+//! [`TOOL_LIST_TRANSFER_BYTES`] of it were copied, and one declaring
+//! 500,000 empty tools before it allocates them.
 //!
 //! This binary counts the host's heap (its own global allocator): guest
 //! linear memory is mapped by wasmtime's pool, outside it.
@@ -209,25 +210,49 @@ async fn a_wasi_call_over_the_transfer_limit_is_refused_unread() {
     assert_eq!(text, r#"{"wrote":true}"#);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_tool_list_over_its_transfer_limit_is_refused_at_load() {
+/// Load the test plugin `name`, which must be refused for its tool list
+/// naming the limit; the host heap's growth during the load.
+async fn refused_tool_list(name: &str) -> usize {
     let h = Hostile::load().await;
-    let dist = test_plugin("hugelist");
+    let dist = test_plugin(name);
     let cache = tempfile::tempdir().unwrap();
     let cc = ComponentCache::new(Some(cache.path().to_path_buf()));
-    // 200 descriptions of 512 KiB: under wasmtime's default hostcall fuel
-    // (128 MiB) all of it was copied before the catalog cut them.
     let (loaded, growth) = peak_growth(Plugin::load(&h.sb, &cc, &dist)).await;
     let Err(refused) = loaded else {
-        panic!("a 100 MiB tool list was loaded")
+        panic!("{name} was loaded")
     };
     let said = format!("{refused:#}");
     let limit =
         format!("more than {TOOL_LIST_TRANSFER_BYTES} bytes at once while listing its tools");
     assert!(said.contains(&limit), "{said}");
+    growth
+}
+
+/// 200 descriptions of 512 KiB: under wasmtime's default hostcall fuel
+/// (128 MiB) all of it was copied before the catalog cut them.
+#[tokio::test(flavor = "current_thread")]
+async fn a_tool_list_over_its_transfer_limit_is_refused_at_load() {
+    let growth = refused_tool_list("hugelist").await;
     assert!(
         // Room for the component's compile, inside the measured load.
         growth < TOOL_LIST_TRANSFER_BYTES + (16 << 20),
         "the host heap grew by {growth} bytes for a refused 100 MiB tool list"
+    );
+}
+
+/// Over the limit by record count alone: `manylist` declares 500,000 tools
+/// whose every text is empty. wasmtime charges a lifted list its host
+/// size before allocating it, so the limit holds without a string byte.
+#[tokio::test(flavor = "current_thread")]
+async fn a_tool_list_over_its_transfer_limit_by_count_is_refused_at_load() {
+    const TOOLS: usize = 500_000; // plugins/manylist
+                                  // Each lifted descriptor holds at least five `String`s.
+    let host_bytes = TOOLS * 5 * std::mem::size_of::<String>();
+    assert!(host_bytes > TOOL_LIST_TRANSFER_BYTES);
+    let growth = refused_tool_list("manylist").await;
+    assert!(
+        // Room for the component's compile, inside the measured load.
+        growth < 16 << 20,
+        "the host heap grew by {growth} bytes for a refused list of {TOOLS} tools ({host_bytes} bytes lifted)"
     );
 }
