@@ -27,7 +27,7 @@ Q=(-q)
 
 # product plugins: crate artifact name -> dist name
 PRODUCT=(workspace_tools:workspace)
-TEST_ONLY=(hostile:hostile badmeta:badmeta slowload:slowload hugelist:hugelist manylist:manylist diskbomb:diskbomb bigwire:bigwire conformance:conformance)
+TEST_ONLY=(hostile:hostile badmeta:badmeta slowload:slowload hugelist:hugelist manylist:manylist loudload:loudload diskbomb:diskbomb bigwire:bigwire conformance:conformance)
 
 if [ -z "${GUEST_TARGET:-}" ]; then
   if rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then

@@ -5,8 +5,9 @@
 //! read whole, copied once; a single WASI call handing the host more than
 //! the limit (one 48 MiB `output-stream.write`) is refused unread too; a
 //! plugin whose `list-tools` hands the host 100 MiB is refused at load once
-//! [`TOOL_LIST_TRANSFER_BYTES`] of it were copied, and one declaring
-//! 500,000 empty tools before it allocates them.
+//! [`TOOL_LIST_TRANSFER_BYTES`] of it were copied, one declaring 500,000
+//! empty tools before it allocates them, and one writing 64 MiB in one WASI
+//! call while listing before it copies the write.
 //!
 //! This binary counts the host's heap (its own global allocator): guest
 //! linear memory is mapped by wasmtime's pool, outside it.
@@ -254,5 +255,21 @@ async fn a_tool_list_over_its_transfer_limit_by_count_is_refused_at_load() {
         // Room for the component's compile, inside the measured load.
         growth < 16 << 20,
         "the host heap grew by {growth} bytes for a refused list of {TOOLS} tools ({host_bytes} bytes lifted)"
+    );
+}
+
+/// One WASI call made while listing counts against the same limit:
+/// `loudload` writes 64 MiB to stdout in a single `output-stream.write`
+/// before it lists its one tool; the host refuses the load before it
+/// copies the buffer.
+#[tokio::test(flavor = "current_thread")]
+async fn a_wasi_call_over_the_limit_while_listing_is_refused_at_load() {
+    const WRITE_BYTES: usize = 64 << 20; // plugins/loudload
+    const { assert!(WRITE_BYTES > TOOL_LIST_TRANSFER_BYTES) };
+    let growth = refused_tool_list("loudload").await;
+    assert!(
+        // Room for the component's compile, inside the measured load.
+        growth < 16 << 20,
+        "the host heap grew by {growth} bytes for a refused {WRITE_BYTES}-byte write"
     );
 }
