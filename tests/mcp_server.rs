@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 mod support;
 use support::{is_error, plugin, plugin_dir, text_of, Server};
+use wasm_mcp_protocol::text;
 
 fn worktree() -> tempfile::TempDir {
     let wt = tempfile::tempdir().unwrap();
@@ -359,11 +360,16 @@ fn descriptors_that_break_the_contract_are_refused_one_by_one() {
         ("remote_ref", "is not local"),
         ("huge_schema", "schema size limit"),
         ("huge_title", "256-char title limit"),
+        ("nnnnnnnn", "(4194304 bytes) is not [A-Za-z0-9_-]{1,64}"),
     ] {
         assert!(
             log.lines()
                 .any(|l| l.contains("tool not published") && l.contains(tool) && l.contains(why)),
-            "no refusal of {tool:?} ({why}) in:\n{log}"
+            "no refusal of {tool:?} ({why}) in:\n{}",
+            text::head_bytes(&log, 64 << 10)
         );
     }
+    // The 4 MiB name is shown by its head, not repeated whole.
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 4 << 10, "a log line of {longest} bytes");
 }

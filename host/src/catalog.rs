@@ -9,8 +9,8 @@ use anyhow::{bail, Context, Result};
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};
 use wasm_mcp_protocol::{
-    cap_description, check_schema_text, parse_object_schema, valid_tool_name, CheckedSchema,
-    SchemaError, SchemaLimits, TOOL_NAME_RULE,
+    cap_description, check_schema_text, parse_object_schema, quoted_name, shown_name,
+    valid_tool_name, CheckedSchema, SchemaError, SchemaLimits, TOOL_NAME_RULE,
 };
 
 use crate::grants::Filesystem;
@@ -77,9 +77,6 @@ fn check_title(title: Option<&str>) -> Result<()> {
 }
 
 fn build_tool(raw: &RawTool, plugin: &Arc<Plugin>) -> Result<CatalogTool> {
-    if !valid_tool_name(&raw.name) {
-        bail!("tool name {:?} is not {TOOL_NAME_RULE}", raw.name);
-    }
     check_title(raw.title.as_deref())?;
     let (input_schema, input) = load_schema(&raw.input_schema, "input-schema")?;
     let (output_schema, output) = match &raw.output_schema {
@@ -171,9 +168,16 @@ impl Catalog {
             for raw in admitted {
                 let reject = |reason: String| Rejection {
                     plugin: pname.clone(),
-                    tool: Some(raw.name.clone()),
+                    tool: Some(shown_name(&raw.name).into_owned()),
                     reason,
                 };
+                // First: no other rule (and no log line) sees a name that
+                // breaks this one, which may be megabytes long.
+                if !valid_tool_name(&raw.name) {
+                    let name = quoted_name(&raw.name);
+                    rejections.push(reject(format!("tool name {name} is not {TOOL_NAME_RULE}")));
+                    continue;
+                }
                 if !seen_here.insert(raw.name.clone()) {
                     rejections.push(reject("declared twice by the same plugin".into()));
                     continue;

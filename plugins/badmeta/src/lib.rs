@@ -21,10 +21,14 @@ pub const DESCRIPTORS: &[(&str, &str, Option<&str>)] = &[
     ("good_tool", r#"{"type":"object"}"#, None),
 ];
 
+/// Bytes of the over-long tool name in [`over_limits`].
+pub const HUGE_NAME_BYTES: usize = 4 << 20;
+
 /// Descriptors within every other rule whose schemas or title break a load
 /// limit: (name, title, input schema, output schema). Validating against the
 /// `$ref` chain would take 2^40 steps; the others are a `$ref` cycle, a
-/// remote `$ref`, a 100 KiB schema and a 10 000-char title.
+/// remote `$ref`, a 100 KiB schema, a 10 000-char title and a name of
+/// [`HUGE_NAME_BYTES`] (the host must not repeat it whole in its log).
 pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
     let plain = r#"{"type":"object"}"#.to_string();
     vec![
@@ -56,7 +60,13 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
             ),
             None,
         ),
-        ("huge_title".into(), Some("T".repeat(10_000)), plain, None),
+        (
+            "huge_title".into(),
+            Some("T".repeat(10_000)),
+            plain.clone(),
+            None,
+        ),
+        ("n".repeat(HUGE_NAME_BYTES), None, plain, None),
     ]
 }
 
