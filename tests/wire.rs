@@ -52,6 +52,33 @@ fn a_100_mib_error_message_is_refused_before_it_is_copied() {
     assert!(s.shutdown().success());
 }
 
+/// Texts a plugin makes reach the log by their head only: a 1 MiB tool
+/// error (logged at `info` on every failing call) and a result its own
+/// output schema refuses, whose validator message quotes the 1 MiB value
+/// (logged at `warn`). The client's error is cut too.
+#[test]
+fn a_plugin_cannot_flood_the_log_through_its_messages() {
+    let wt = tempfile::tempdir().unwrap();
+    let dir = plugin_dir(&["test-plugins/bigwire.wasm"]);
+    let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), &[]);
+    s.initialize();
+    for (tool, kind) in [
+        ("big_error", "tool_error"),
+        ("violating_result", "contract_violation"),
+    ] {
+        let (bytes, r) = call_raw(&mut s, tool);
+        assert_eq!(error_kind(&r), kind, "{tool}: {}", text_of(&r));
+        assert!(bytes < 72 << 10, "{tool}: an error frame of {bytes} bytes");
+    }
+    let (_, r) = call_raw(&mut s, "violating_result");
+    assert!(text_of(&r).contains("is not one of"), "{}", text_of(&r));
+    assert!(s.shutdown().success());
+    let log = log.read();
+    assert!(log.contains("call failed"), "nothing logged at info");
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 8 << 10, "a log line of {longest} bytes");
+}
+
 /// A tool error under the transfer limit is copied and cut to 64 KiB,
 /// with a note of how much was cut.
 #[test]
@@ -188,9 +215,9 @@ fn tools_past_the_per_plugin_cap_are_refused_and_the_rest_served() {
     let tools = s.list_all_tools();
     assert_eq!(tools.len(), 256);
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert!(names.contains(&"huge_error") && names.contains(&"filler_249"));
-    assert!(!names.contains(&"filler_250"));
+    assert!(names.contains(&"huge_error") && names.contains(&"filler_248"));
+    assert!(!names.contains(&"filler_249"));
     assert!(s.shutdown().success());
     let log = log.read();
-    assert!(log.contains("305 tools, over the limit of 256"), "{log}");
+    assert!(log.contains("306 tools, over the limit of 256"), "{log}");
 }

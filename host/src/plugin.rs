@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use tokio::sync::Semaphore;
 use wasm_mcp_protocol::schema_limits::DEFAULT_MAX_SCHEMA_BYTES;
-use wasm_mcp_protocol::text::{head_chars, tail_bytes};
+use wasm_mcp_protocol::text::{display_clipped, head_chars, tail_bytes, LOG_DETAIL_BYTES};
 use wasm_mcp_protocol::ErrorKind;
 use wasmtime::component::Component;
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap};
@@ -801,7 +801,11 @@ fn classify_trap(e: wasmtime::Error, store: &Store<StoreState>, grant: &Grant) -
         return CallError::Busy(Slot::InstancePool);
     }
     // The wasm backtrace is noise for the model but useful in the log.
-    tracing::debug!("trap detail: {e:#}");
+    // Bounded: frame names come from the component's name section.
+    tracing::debug!(
+        "trap detail: {}",
+        display_clipped(&format_args!("{e:#}"), LOG_DETAIL_BYTES)
+    );
     match e.downcast_ref::<Trap>() {
         Some(trap) => CallError::Trap(trap.to_string()),
         None => CallError::Trap(head_chars(&e.root_cause().to_string(), 500).into()),

@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::audit::{AuditLog, AuditOutcome, PendingAudit};
 use crate::cache::ComponentCache;
+use wasm_mcp_protocol::text::{display_clipped, LOG_DETAIL_BYTES, SHOWN_TEXT_BYTES};
 use wasm_mcp_protocol::ErrorKind;
 
 use crate::catalog::Catalog;
@@ -437,7 +438,8 @@ impl Registry {
         let elapsed_us = started.elapsed().as_micros() as u64;
         let outcome = match result {
             Err(e) => {
-                tracing::info!(tool = name, kind = %e.kind(), elapsed_us, "call failed: {e}");
+                let e_shown = display_clipped(&e, SHOWN_TEXT_BYTES);
+                tracing::info!(tool = name, kind = %e.kind(), elapsed_us, "call failed: {e_shown}");
                 Outcome::Failed(e)
             }
             Ok(text) => match validation.check_result(&text, tool.output.as_ref()).await {
@@ -533,7 +535,8 @@ fn log_load(path: &Path, result: Result<Arc<Plugin>, LoadError>, started: Instan
             Loaded::Retry
         }
         Err(e @ LoadError::Refused(_)) => {
-            tracing::error!("refused plugin: {e:#}");
+            let shown = display_clipped(&format_args!("{e:#}"), LOG_DETAIL_BYTES);
+            tracing::error!("refused plugin: {shown}");
             Loaded::Done(None)
         }
     }

@@ -27,8 +27,8 @@ impl CheckedSchema {
     /// Check the limits, then compile (no remote reference is ever fetched).
     pub fn compile(schema: &Value, limits: &SchemaLimits) -> Result<Self, SchemaError> {
         let stats = check_schema(schema, limits)?;
-        let validator =
-            jsonschema::validator_for(schema).map_err(|e| SchemaError::Invalid(e.to_string()))?;
+        let validator = jsonschema::validator_for(schema)
+            .map_err(|e| SchemaError::Invalid(crate::validate::describe(&e)))?;
         Ok(CheckedSchema {
             validator,
             expanded: stats.expanded,

@@ -50,7 +50,7 @@ pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema
 
 /// Compile a schema value; the error is the compiler's message.
 pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
-    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+    jsonschema::validator_for(schema).map_err(|e| crate::validate::describe(&e))
 }
 
 /// Builds, on a thread of its own, what the first schema compiled in a

@@ -1,5 +1,8 @@
 //! Text bounds on char boundaries: descriptions and other model- or
-//! client-visible text. One family, so every cap cuts the same way.
+//! client-visible text, and what a log line shows of text a plugin made.
+//! One family, so every cap cuts the same way.
+
+use std::fmt;
 
 /// Longest description passed on to clients (in chars).
 pub const MAX_DESCRIPTION: usize = 2000;
@@ -44,6 +47,59 @@ pub fn truncate_marked(mut s: String, max_bytes: usize, marker: &str) -> String 
     s
 }
 
+/// Bytes of plugin-made text (an error, a refusal reason, a validator's
+/// message quoting a value) one log line or message item shows.
+pub const SHOWN_TEXT_BYTES: usize = 1024;
+
+/// Bytes of a trap's or a refused load's detail (a wasm backtrace, a
+/// validator's or linker's message naming the component's own names) one
+/// log line shows.
+pub const LOG_DETAIL_BYTES: usize = 4 << 10;
+
+/// What [`display_clipped`] appends to text it cut.
+pub const CUT_MARK: &str = " … [cut]";
+
+/// `value` formatted, when that takes at most `max_bytes`; else `Err` with
+/// the head written so far. The formatting itself stops at the bound, so a
+/// huge value is never written out whole.
+pub fn display_within(value: &dyn fmt::Display, max_bytes: usize) -> Result<String, String> {
+    let mut w = Bounded {
+        out: String::new(),
+        max: max_bytes,
+        cut: false,
+    };
+    let _ = fmt::write(&mut w, format_args!("{value}"));
+    match w.cut {
+        false => Ok(w.out),
+        true => Err(w.out),
+    }
+}
+
+/// `value` formatted, at most `max_bytes` of it and [`CUT_MARK`] when cut.
+pub fn display_clipped(value: &dyn fmt::Display, max_bytes: usize) -> String {
+    display_within(value, max_bytes).unwrap_or_else(|head| head + CUT_MARK)
+}
+
+/// A `fmt::Write` that keeps at most `max` bytes, then fails the write.
+struct Bounded {
+    out: String,
+    max: usize,
+    cut: bool,
+}
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.max - self.out.len();
+        if s.len() <= room {
+            self.out.push_str(s);
+            return Ok(());
+        }
+        self.out.push_str(head_bytes(s, room));
+        self.cut = true;
+        Err(fmt::Error)
+    }
+}
+
 /// Cap a description at [`MAX_DESCRIPTION`] chars.
 pub fn cap_description(d: &str) -> String {
     head_chars(d, MAX_DESCRIPTION).to_string()
@@ -52,6 +108,18 @@ pub fn cap_description(d: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_stops_at_its_bound() {
+        let big = "é".repeat(1 << 20);
+        assert_eq!(display_within(&"short", 8), Ok("short".into()));
+        let head = display_within(&big, 9).unwrap_err();
+        assert_eq!(head, "éééé");
+        assert_eq!(display_clipped(&big, 9), format!("éééé{CUT_MARK}"));
+        // A value that writes in many small pieces stops too.
+        let pieces = format_args!("{}{}{}", "ab", "cd", "ef");
+        assert_eq!(display_clipped(&pieces, 3), format!("abc{CUT_MARK}"));
+    }
 
     #[test]
     fn descriptions_are_capped_in_chars() {

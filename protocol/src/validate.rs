@@ -1,6 +1,9 @@
 //! Argument and result validation against compiled schemas.
 
+use jsonschema::ValidationError;
 use serde_json::Value;
+
+use crate::text::{display_clipped, display_within, SHOWN_TEXT_BYTES};
 
 /// Error lines reported for one validation failure, at most.
 const MAX_REPORTED_ERRORS: usize = 5;
@@ -13,9 +16,9 @@ pub fn validate(schema: &jsonschema::Validator, value: &Value) -> Result<(), Str
         .iter_errors(value)
         .take(MAX_REPORTED_ERRORS)
         .map(|e| {
-            let at = e.instance_path().to_string();
-            let at = if at.is_empty() { "(root)" } else { &at };
-            format!("{at}: {e}")
+            let at = display_clipped(e.instance_path(), SHOWN_TEXT_BYTES);
+            let at = if at.is_empty() { "(root)".into() } else { at };
+            format!("{at}: {}", describe(&e))
         })
         .collect();
     if errors.is_empty() {
@@ -23,6 +26,14 @@ pub fn validate(schema: &jsonschema::Validator, value: &Value) -> Result<(), Str
     } else {
         Err(errors.join("; "))
     }
+}
+
+/// A validator's message, at most [`SHOWN_TEXT_BYTES`]: with the value it
+/// quotes when that fits, else without it ("value is not one of …"): the
+/// value may be a plugin's megabytes, and the rule is what says why.
+pub fn describe(e: &ValidationError<'_>) -> String {
+    display_within(e, SHOWN_TEXT_BYTES)
+        .unwrap_or_else(|_| display_clipped(&e.masked(), SHOWN_TEXT_BYTES))
 }
 
 /// Check a tool's raw result text: it must be a JSON object and, when the

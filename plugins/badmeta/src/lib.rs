@@ -27,8 +27,9 @@ pub const HUGE_NAME_BYTES: usize = 4 << 20;
 /// Descriptors within every other rule whose schemas or title break a load
 /// limit: (name, title, input schema, output schema). Validating against the
 /// `$ref` chain would take 2^40 steps; the others are a `$ref` cycle, a
-/// remote `$ref`, a 100 KiB schema, a 10 000-char title and a name of
-/// [`HUGE_NAME_BYTES`] (the host must not repeat it whole in its log).
+/// remote `$ref`, a 100 KiB schema, a 10 000-char title, a schema whose
+/// 60 KiB `type` is no type (the validator's message quotes it) and a name
+/// of [`HUGE_NAME_BYTES`]: the host must not repeat those whole in its log.
 pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
     let plain = r#"{"type":"object"}"#.to_string();
     vec![
@@ -64,6 +65,15 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
             "huge_title".into(),
             Some("T".repeat(10_000)),
             plain.clone(),
+            None,
+        ),
+        (
+            "huge_invalid_schema".into(),
+            None,
+            format!(
+                r#"{{"type":"object","properties":{{"a":{{"type":"{}"}}}}}}"#,
+                "t".repeat(60 << 10)
+            ),
             None,
         ),
         ("n".repeat(HUGE_NAME_BYTES), None, plain, None),

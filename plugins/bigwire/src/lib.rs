@@ -4,7 +4,8 @@
 //! re-serialized, plus a result that does fit; and more tools than the
 //! host's per-plugin cap (`filler_000`…), so the tail is refused. Also
 //! result texts that are not JSON the host can take: nesting a million deep
-//! and a lone surrogate escape.
+//! and a lone surrogate escape. And a 1 MiB result its own output schema
+//! refuses (the validator's message quotes the value).
 
 use serde_json::json;
 use wasm_mcp_guest::{ErrorCode, Tool, ToolError};
@@ -17,8 +18,9 @@ pub const WIRE_TOOLS: &[&str] = &[
     "fits_result",
     "deep_result",
     "surrogate_result",
+    "violating_result",
 ];
-/// Filler tools: with the wire tools, 305 declared.
+/// Filler tools: with the wire tools, 306 declared.
 pub const FILLERS: usize = 299;
 
 /// `{"n":[1e9,1e9,…]}` of about `bytes` bytes: each `1e9` becomes
@@ -53,10 +55,17 @@ pub fn tools() -> Vec<Tool> {
         .into_iter()
         .map(|name| {
             let key = name.clone();
-            Tool::raw(name, json!({"type": "object"}), move |_| run(&key))
+            let tool = Tool::raw(name, json!({"type": "object"}), move |_| run(&key))
                 .description("bigwire test tool")
                 .read_only()
-                .idempotent()
+                .idempotent();
+            match tool.name() == "violating_result" {
+                true => tool.output_schema(json!({
+                    "type": "object",
+                    "properties": {"s": {"enum": ["a"]}}
+                })),
+                false => tool,
+            }
         })
         .collect()
 }
@@ -75,6 +84,7 @@ fn run(name: &str) -> Result<String, ToolError> {
             "]".repeat(1_000_000)
         )),
         "surrogate_result" => Ok(r#"{"s":"\ud800"}"#.into()),
+        "violating_result" => Ok(format!("{{\"s\":\"{}\"}}", "v".repeat(1 << 20))),
         _ => Ok("{}".into()),
     }
 }
@@ -93,7 +103,7 @@ mod tests {
     #[test]
     fn more_tools_than_the_cap() {
         assert!(super::tool_names().len() > 256);
-        assert_eq!(wasm_mcp_guest::descriptors(&super::tools()).len(), 305);
+        assert_eq!(wasm_mcp_guest::descriptors(&super::tools()).len(), 306);
     }
 
     #[test]
