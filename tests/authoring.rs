@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use support::*;
+use wasm_mcp_host::inspect::MAX_MISSING_IMPORTS;
 
 fn wasm_mcp(args: &[&str]) -> Output {
     Command::new(server_bin())
@@ -137,6 +138,31 @@ fn inspect_lists_the_tools_the_host_would_refuse() {
             .any(|t| t["reason"].as_str().unwrap().contains("$ref")),
         "{r}"
     );
+}
+
+/// A component with thousands of imports the host lacks: `inspect` names
+/// the first [`MAX_MISSING_IMPORTS`] and says that it stopped there, where
+/// it used to type-check the whole component once per missing import (work
+/// growing with the square of the count: 3,000 took 0.5 s, a hostile
+/// file's tens of thousands would hold an operator's vetting run minutes).
+#[test]
+fn inspect_stops_naming_missing_imports_at_its_bound() {
+    let imports: String = (0..3000)
+        .map(|i| format!("(import \"f{i}\" (func))\n"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("needs-3000.wasm");
+    let wasm = wat::parse_str(format!("(component\n{imports})")).unwrap();
+    std::fs::write(&path, wasm).unwrap();
+    let (ok, r) = inspect_json(&path);
+    assert!(!ok, "{r}");
+    let missing = r["missing_imports"].as_array().unwrap();
+    assert_eq!(missing.len(), MAX_MISSING_IMPORTS + 1, "{r}");
+    assert_eq!(missing[0]["name"], "f0");
+    let last = &missing[MAX_MISSING_IMPORTS];
+    assert_eq!(last["name"], "…");
+    let why = last["why"].as_str().unwrap();
+    assert!(why.contains("not checked"), "{why}");
 }
 
 /// A component importing one interface the host links (monotonic clock),
