@@ -226,6 +226,46 @@ fn stub(
     Ok(())
 }
 
+/// How many times its compact form (plus 64 KiB) pretty JSON may grow
+/// before it is given up for the compact form: indentation is paid per
+/// line, and a schema of small items nested 32 deep (within the schema
+/// limits) pretty-prints ~30× larger: 256 such tools, ~1 GiB.
+const MAX_PRETTY_GROWTH: usize = 4;
+
+/// `value` as indented JSON for a person, or compact where indenting would
+/// grow it more than [`MAX_PRETTY_GROWTH`] times (the writing stops there).
+pub fn pretty_or_compact<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    let compact = serde_json::to_string(value).unwrap_or_default();
+    let mut out = Bounded {
+        buf: Vec::new(),
+        limit: compact.len().saturating_mul(MAX_PRETTY_GROWTH) + (64 << 10),
+    };
+    match serde_json::to_writer_pretty(&mut out, value) {
+        Ok(()) => String::from_utf8(out.buf).unwrap_or(compact),
+        Err(_) => compact,
+    }
+}
+
+/// Bytes written up to a limit; the write past it fails.
+struct Bounded {
+    buf: Vec<u8>,
+    limit: usize,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len() + bytes.len() > self.limit {
+            return Err(std::io::Error::other("over the limit"));
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The report as text for a person.
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
@@ -249,11 +289,35 @@ pub fn render(r: &Report) -> String {
     line(format!("exports    {}", r.exports.join(", ")));
     line(format!("tools      ({})", r.tools.len()));
     for t in &r.tools {
-        line(serde_json::to_string_pretty(t).unwrap_or_default());
+        line(pretty_or_compact(t));
     }
     for t in &r.refused_tools {
         let name = t.tool.as_deref().unwrap_or("(plugin)");
         line(format!("refused    {name}: {}", t.reason));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    #[test]
+    fn pretty_json_gives_way_to_compact_where_indenting_explodes() {
+        let plain = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let pretty = serde_json::to_string_pretty(&plain).unwrap();
+        assert_eq!(pretty_or_compact(&plain), pretty);
+        // 30,000 small items 28 arrays deep (a 60 KiB schema within the
+        // schema limits): each on its own line, indented ~60 spaces.
+        let mut deep = Value::Array(vec![json!(0); 30_000]);
+        for _ in 0..28 {
+            deep = Value::Array(vec![deep]);
+        }
+        let hostile = json!({"type": "object", "enum": [deep]});
+        let compact = serde_json::to_string(&hostile).unwrap();
+        let pretty = serde_json::to_string_pretty(&hostile).unwrap();
+        assert!(pretty.len() > 20 * compact.len(), "{}", pretty.len());
+        assert_eq!(pretty_or_compact(&hostile), compact);
+    }
 }

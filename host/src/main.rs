@@ -372,7 +372,7 @@ async fn inspect(plugin: &Path, json: bool, cache: ComponentCache) -> Result<()>
     )?;
     let report = wasm_mcp_host::inspect::inspect(&sandbox, &cache, plugin).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", wasm_mcp_host::inspect::pretty_or_compact(&report));
     } else {
         print!("{}", wasm_mcp_host::inspect::render(&report));
     }
@@ -554,7 +554,7 @@ async fn run() -> std::process::ExitCode {
             async {
                 let reg = open_registry(&c, false).await?;
                 let tools: Vec<_> = reg.catalog().tools().map(|t| t.tool.clone()).collect();
-                println!("{}", serde_json::to_string_pretty(&tools)?);
+                println!("{}", wasm_mcp_host::inspect::pretty_or_compact(&tools));
                 Ok(())
             }
             .await
