@@ -577,7 +577,11 @@ async fn run() -> std::process::ExitCode {
                     .await
                     .with_context(|| format!("unknown tool {tool}"))?;
                 let (ok, v) = match (outcome.kind(), outcome.error_message()) {
-                    (Some(kind), Some(m)) => (false, serde_json::json!({ kind.as_str(): m })),
+                    // Cut as an MCP client gets it (a plugin's error may be 16 MiB).
+                    (Some(kind), Some(m)) => {
+                        let m = wasm_mcp_host::wire_limits::cap_message(m);
+                        (false, serde_json::json!({ kind.as_str(): m }))
+                    }
                     _ => match outcome {
                         Outcome::Ok { value, .. } => (true, value),
                         _ => unreachable!("an error outcome has a kind and a message"),
