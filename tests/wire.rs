@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use support::*;
 use wasm_mcp_host::stdio::PIPE_BYTES;
 use wasm_mcp_host::wire_limits::DEFAULT_MAX_RESPONSE_BYTES;
+use wasm_mcp_protocol::text;
 
 const PROMPT: Duration = Duration::from_secs(30);
 
@@ -50,6 +51,35 @@ fn a_100_mib_error_message_is_refused_before_it_is_copied() {
     let (_, r) = call_raw(&mut s, "fits_result");
     assert!(!is_error(&r), "{r}");
     assert!(s.shutdown().success());
+}
+
+/// `wasm-mcp call` prints a failed call's message cut as an MCP client
+/// gets it, not the plugin's 1 MiB whole.
+#[test]
+fn the_call_command_cuts_a_huge_error_like_the_server() {
+    let wt = tempfile::tempdir().unwrap();
+    let dir = plugin_dir(&["test-plugins/bigwire.wasm"]);
+    let out = std::process::Command::new(server_bin())
+        .arg("call")
+        .arg("--worktree")
+        .arg(wt.path())
+        .arg("--plugins")
+        .arg(dir.path())
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .args(["big_error", "{}"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = printed["tool_error"].as_str().unwrap();
+    assert!(message.len() < (64 << 10) + 200, "{} bytes", message.len());
+    assert!(
+        message.ends_with(&format!("of {} bytes not shown]", (1 << 20) + 4)),
+        "{}",
+        text::tail_bytes(message, 200)
+    );
 }
 
 /// Texts a plugin makes reach the log by their head only: a 1 MiB tool
