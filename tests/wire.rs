@@ -184,37 +184,44 @@ fn max_response_bytes_is_configurable() {
     assert!(s.shutdown().success());
 }
 
-/// The server widens its stdin and stdout pipes (`stdio::PIPE_BYTES`): a
-/// large frame then passes in a couple of fills instead of ~30 wake-ups of
-/// each side. Checked on the pipes themselves, through `/proc/PID/fd`.
+/// The server widens its stdout pipe (`--stdout-pipe-bytes`, default
+/// `stdio::PIPE_BYTES`): a large frame then passes in a couple of fills
+/// instead of ~30 wake-ups of each side; 0 leaves it as it is. Checked on
+/// the pipe itself, through `/proc/PID/fd/1`.
 #[test]
-fn the_server_widens_its_stdio_pipes() {
-    let max: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let (_wt, _dir, mut s, _log) = start(&[]);
-    for fd in [0, 1] {
-        // A write end opened on the same pipe; non-blocking, so a pipe
-        // without a reader fails instead of hanging.
-        let pipe = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-            .open(format!("/proc/{}/fd/{fd}", s.pid()))
-            .unwrap();
-        let bytes = rustix::pipe::fcntl_getpipe_size(&pipe).unwrap();
-        // Under a lower pipe-max-size an unprivileged server keeps the
-        // default 64 KiB.
-        let kept_default = max < PIPE_BYTES && bytes == 64 << 10;
+fn the_server_widens_its_stdout_pipe() {
+    for (flag, want) in [(None, PIPE_BYTES), (Some("0"), 64 << 10)] {
+        let wt = tempfile::tempdir().unwrap();
+        let dir = plugin_dir(&["test-plugins/bigwire.wasm"]);
+        let extra: Vec<&str> = flag
+            .map(|v| vec!["--stdout-pipe-bytes", v])
+            .unwrap_or_default();
+        let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), &extra);
+        s.initialize();
+        let bytes = stdout_pipe_bytes(s.pid());
+        // Over the user's pipe quota (unprivileged) the server says so and
+        // keeps the default.
+        let refused = log.read().contains("stdout pipe left at its size");
         assert!(
-            bytes == PIPE_BYTES || kept_default,
-            "fd {fd}: {bytes} bytes (pipe-max-size {max})"
+            bytes == want || (refused && bytes < want),
+            "{flag:?}: {bytes} bytes"
         );
+        let (_, r) = call_raw(&mut s, "fits_result");
+        assert!(!is_error(&r), "{r}");
+        assert!(s.shutdown().success());
     }
-    let (_, r) = call_raw(&mut s, "fits_result");
-    assert!(!is_error(&r), "{r}");
-    assert!(s.shutdown().success());
+}
+
+/// The capacity of the pipe that is `pid`'s stdout.
+fn stdout_pipe_bytes(pid: u32) -> usize {
+    // A write end opened on the same pipe; non-blocking, so a pipe without
+    // a reader fails instead of hanging.
+    let pipe = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(format!("/proc/{pid}/fd/1"))
+        .unwrap();
+    rustix::pipe::fcntl_getpipe_size(&pipe).unwrap()
 }
 
 /// Result texts no JSON parser should take: a contract violation naming

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};
-use wasm_mcp_protocol::text::{truncate_marked, CUT_MARK, SHOWN_TEXT_BYTES};
+use wasm_mcp_protocol::text::{display_clipped, SHOWN_TEXT_BYTES};
 use wasm_mcp_protocol::{
     cap_description, check_schema_text, parse_object_schema, quoted_name, shown_name,
     valid_tool_name, CheckedSchema, SchemaError, SchemaLimits, TOOL_NAME_RULE,
@@ -170,7 +170,7 @@ impl Catalog {
                 let reject = |reason: String| Rejection {
                     plugin: pname.clone(),
                     tool: Some(shown_name(&raw.name).into_owned()),
-                    reason: truncate_marked(reason, SHOWN_TEXT_BYTES, CUT_MARK),
+                    reason: display_clipped(&reason, SHOWN_TEXT_BYTES),
                 };
                 // First: no other rule (and no log line) sees a name that
                 // breaks this one, which may be megabytes long.

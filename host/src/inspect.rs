@@ -34,6 +34,8 @@ pub struct Report {
     pub imports: Vec<String>,
     pub exports: Vec<String>,
     pub missing_imports: Vec<MissingImport>,
+    /// More imports are missing than the [`MAX_MISSING_IMPORTS`] named.
+    pub missing_imports_cut: bool,
     /// Why the host cannot run it; `None` when it can.
     pub cannot_run: Option<String>,
     /// The tools as `tools/list` would publish them (MCP `Tool` objects).
@@ -67,7 +69,8 @@ pub async fn inspect(sandbox: &Sandbox, cache: &ComponentCache, path: &Path) -> 
     let ty = compiled.component.component_type();
     let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    let missing_imports = missing_imports(sandbox.linker(), engine, &compiled.component);
+    let (missing_imports, missing_imports_cut) =
+        missing_imports(sandbox.linker(), engine, &compiled.component);
     let mut report = Report {
         path: path.display().to_string(),
         size_bytes: bytes.len(),
@@ -75,6 +78,7 @@ pub async fn inspect(sandbox: &Sandbox, cache: &ComponentCache, path: &Path) -> 
         imports,
         exports,
         missing_imports,
+        missing_imports_cut,
         cannot_run: None,
         tools: Vec::new(),
         refused_tools: Vec::new(),
@@ -85,8 +89,13 @@ pub async fn inspect(sandbox: &Sandbox, cache: &ComponentCache, path: &Path) -> 
             .iter()
             .map(|m| m.name.as_str())
             .collect();
+        let more = if report.missing_imports_cut {
+            ", and more (not checked)"
+        } else {
+            ""
+        };
         Some(format!(
-            "imports this host does not provide: {}",
+            "imports this host does not provide: {}{more}",
             names.join(", ")
         ))
     } else if !report.exports.iter().any(|e| e == TOOL_EXPORT) {
@@ -122,8 +131,7 @@ async fn list_tools(
     report.refused_tools = catalog.rejections.into_iter().map(Refused::from).collect();
 }
 
-/// Missing imports [`missing_imports`] names, at most; one more entry
-/// (name `…`) says that it stopped.
+/// Missing imports [`missing_imports`] names, at most.
 pub const MAX_MISSING_IMPORTS: usize = 64;
 
 /// The component's imports `linker` cannot satisfy, each with the reason.
@@ -132,12 +140,12 @@ pub const MAX_MISSING_IMPORTS: usize = 64;
 /// so they are named one round each, up to [`MAX_MISSING_IMPORTS`]: every
 /// round type-checks the whole component, so the work grows with the
 /// square of the count (3,000 missing imports took 0.5 s; a hostile file's
-/// tens of thousands, minutes).
+/// tens of thousands, minutes). `true` with them: there are more.
 pub fn missing_imports(
     linker: &Linker<StoreState>,
     engine: &Engine,
     component: &Component,
-) -> Vec<MissingImport> {
+) -> (Vec<MissingImport>, bool) {
     let ty = component.component_type();
     let imports: Vec<(String, ComponentItem)> = ty
         .imports(engine)
@@ -151,13 +159,7 @@ pub fn missing_imports(
             break;
         };
         if missing.len() == MAX_MISSING_IMPORTS {
-            missing.push(MissingImport {
-                name: "…".into(),
-                why: format!(
-                    "more imports this host does not provide, not checked (named up to {MAX_MISSING_IMPORTS})"
-                ),
-            });
-            break;
+            return (missing, true);
         }
         let headline = e.to_string();
         let Some((name, item)) = imports
@@ -179,7 +181,7 @@ pub fn missing_imports(
             break;
         }
     }
-    missing
+    (missing, false)
 }
 
 /// Why an import failed wasmtime's type check, from the error's causes
@@ -285,6 +287,11 @@ pub fn render(r: &Report) -> String {
             Some(m) => line(format!("  {i}  MISSING: {}", m.why)),
             None => line(format!("  {i}")),
         }
+    }
+    if r.missing_imports_cut {
+        line(format!(
+            "  … more imports MISSING, not checked (named up to {MAX_MISSING_IMPORTS})"
+        ));
     }
     line(format!("exports    {}", r.exports.join(", ")));
     line(format!("tools      ({})", r.tools.len()));

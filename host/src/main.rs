@@ -38,7 +38,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Serve the plugins' tools over MCP on stdin/stdout, or over HTTP with `--http`.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Load the plugins and print the published tools as JSON.
     Tools(CommonArgs),
     /// Pin every plugin of the plugin dir in the lock file (sha256 each).
@@ -230,6 +230,11 @@ struct ServeArgs {
     /// Rescan the plugin dir this often (ms); 0 disables.
     #[arg(long, default_value_t = 1000)]
     watch_ms: u64,
+    /// Capacity to ask for on stdout when it is a pipe (bytes; 0 leaves it
+    /// as it is): large results then pass in a few fills instead of dozens.
+    /// The kernel charges it to the user's pipe quota (see README).
+    #[arg(long, default_value_t = wasm_mcp_host::stdio::PIPE_BYTES)]
+    stdout_pipe_bytes: usize,
     /// Compile a plugin missing from the compile cache with Cranelift
     /// before serving it. By default it is served at once on code from
     /// Winch (wasmtime's baseline compiler) and moved to Cranelift's code,
@@ -470,7 +475,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
     let result = match http {
         Some(opts) => wasm_mcp_host::http::serve(server, opts).await,
-        None => serve_stdio(server).await,
+        None => serve_stdio(server, args.stdout_pipe_bytes).await,
     };
     if let Some(w) = watcher {
         w.abort();
@@ -478,10 +483,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     result
 }
 
-async fn serve_stdio(server: McpServer) -> Result<()> {
+async fn serve_stdio(server: McpServer, pipe_bytes: usize) -> Result<()> {
     tracing::info!("serving on stdio");
     let running = server
-        .serve(wasm_mcp_host::stdio::stdio())
+        .serve(wasm_mcp_host::stdio::stdio(pipe_bytes))
         .await
         .context("MCP session failed to start")?;
     let reason = running.waiting().await;
@@ -549,7 +554,7 @@ async fn run() -> std::process::ExitCode {
             });
             inspect(&plugin, json, cache).await
         }
-        Cmd::Serve(a) => serve(a).await,
+        Cmd::Serve(a) => serve(*a).await,
         Cmd::Tools(c) => {
             async {
                 let reg = open_registry(&c, false).await?;

@@ -567,7 +567,12 @@ impl Plugin {
         let (out, dropped_out) = store.data().stdout.take();
         let (err, dropped_err) = store.data().stderr.take();
         if !out.is_empty() || !err.is_empty() {
-            tracing::debug!(tool, stdout = %out, stderr = %err, dropped = dropped_out + dropped_err, "guest output");
+            let (stdout, stderr) = (
+                display_clipped(&out, LOG_DETAIL_BYTES),
+                display_clipped(&err, LOG_DETAIL_BYTES),
+            );
+            let dropped = dropped_out + dropped_err;
+            tracing::debug!(tool, %stdout, %stderr, dropped, "guest output");
         }
         let written = store.data().disk.written();
         let stats = CallStats {

@@ -23,31 +23,41 @@ use rmcp::transport::Transport;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 
-/// The server's stdin and stdout (non-blocking pipes where possible).
-pub fn stdio() -> StdioTransport<rmcp::transport::StdioReader, rmcp::transport::StdioWriter> {
-    widen_pipe(std::io::stdin(), "stdin");
-    widen_pipe(std::io::stdout(), "stdout");
+/// The server's stdin and stdout (non-blocking pipes where possible),
+/// stdout widened to `pipe_bytes` when it is a pipe (0: left as it is).
+pub fn stdio(
+    pipe_bytes: usize,
+) -> StdioTransport<rmcp::transport::StdioReader, rmcp::transport::StdioWriter> {
+    if pipe_bytes > 0 {
+        widen_pipe(std::io::stdout(), pipe_bytes);
+    }
     let (read, write) = rmcp::transport::stdio_pipes();
     StdioTransport::new(read, write)
 }
 
-/// Pipe capacity asked for on stdin and stdout: Linux's default
-/// `/proc/sys/fs/pipe-max-size`, the most an unprivileged process may set.
-/// A pipe holds 64 KiB by default, so a 1.9 MB frame went through it in
-/// ~30 fills, each a wake-up of the reader and of the blocked writer; at
-/// 1 MiB it is two. Measured (`just bench --only sequential`, this VM):
-/// the 1.9 MB `read_file` p50 7.9–8.0 → 7.2–7.3 ms. Pages are only held
-/// while written and not yet read, so an idle pipe costs nothing more.
+/// Default capacity asked for on stdout (`--stdout-pipe-bytes`): Linux's
+/// default `/proc/sys/fs/pipe-max-size`, the most an unprivileged process
+/// may set. A pipe holds 64 KiB by default, so a 1.9 MB frame went through
+/// it in ~30 fills, each a wake-up of the reader and of the blocked writer;
+/// at 1 MiB it is two. Measured (`just bench --only sequential`, this VM,
+/// three interleaved runs of 500 calls each): the 1.9 MB `read_file` p50
+/// 7.7–8.1 ms at 64 KiB, 6.9–7.9 at 256 KiB, 7.1–7.3 at 1 MiB. Pages are
+/// only held while written and not yet read, but the kernel charges the
+/// whole capacity (256 pages) to the user's `pipe-user-pages-soft` (16384
+/// pages by default): past ~60 servers of one unprivileged user at once,
+/// that user's new pipes start at 8 KiB and widening fails (logged; the
+/// server then runs at the default size). Only stdout is widened: requests
+/// are small.
 pub const PIPE_BYTES: usize = 1 << 20;
 
-/// Widen `fd` to [`PIPE_BYTES`] when it is a pipe. Not a pipe (a file, a
-/// terminal, a socket), or over the user's pipe-pages limit: it stays as it
-/// is, which only costs speed.
+/// Widen `fd` to `bytes` when it is a pipe. Not a pipe (a file, a terminal,
+/// a socket), or over the user's pipe-pages limit: it stays as it is, which
+/// only costs speed, and the log says so.
 #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
-fn widen_pipe(fd: impl rustix::fd::AsFd, name: &str) {
+fn widen_pipe(fd: impl rustix::fd::AsFd, bytes: usize) {
     #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::pipe::fcntl_setpipe_size(fd, PIPE_BYTES) {
-        tracing::debug!("{name}: pipe left at its size ({e})");
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(fd, bytes) {
+        tracing::info!("stdout pipe left at its size, not widened to {bytes} bytes ({e})");
     }
 }
 

@@ -246,8 +246,9 @@ async fn a_tool_list_over_its_transfer_limit_is_refused_at_load() {
 /// size before allocating it, so the limit holds without a string byte.
 #[tokio::test(flavor = "current_thread")]
 async fn a_tool_list_over_its_transfer_limit_by_count_is_refused_at_load() {
-    const TOOLS: usize = 500_000; // plugins/manylist
-                                  // Each lifted descriptor holds at least five `String`s.
+    // As in plugins/manylist; each lifted descriptor holds at least five
+    // `String`s.
+    const TOOLS: usize = 500_000;
     let host_bytes = TOOLS * 5 * std::mem::size_of::<String>();
     assert!(host_bytes > TOOL_LIST_TRANSFER_BYTES);
     let growth = refused_tool_list("manylist").await;

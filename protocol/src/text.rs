@@ -61,7 +61,9 @@ pub const CUT_MARK: &str = " … [cut]";
 
 /// `value` formatted, when that takes at most `max_bytes`; else `Err` with
 /// the head written so far. The formatting itself stops at the bound, so a
-/// huge value is never written out whole.
+/// huge value is never written out whole. Control characters are escaped
+/// (`\n`, `\u{1b}`: counted in the bound), so a plugin's text cannot start
+/// a line of its own in a log.
 pub fn display_within(value: &dyn fmt::Display, max_bytes: usize) -> Result<String, String> {
     let mut w = Bounded {
         out: String::new(),
@@ -80,7 +82,8 @@ pub fn display_clipped(value: &dyn fmt::Display, max_bytes: usize) -> String {
     display_within(value, max_bytes).unwrap_or_else(|head| head + CUT_MARK)
 }
 
-/// A `fmt::Write` that keeps at most `max` bytes, then fails the write.
+/// A `fmt::Write` that keeps at most `max` bytes, control characters
+/// escaped, then fails every write.
 struct Bounded {
     out: String,
     max: usize,
@@ -89,14 +92,24 @@ struct Bounded {
 
 impl fmt::Write for Bounded {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let room = self.max - self.out.len();
-        if s.len() <= room {
-            self.out.push_str(s);
-            return Ok(());
+        for c in s.chars() {
+            if self.cut {
+                return Err(fmt::Error);
+            }
+            let start = self.out.len();
+            match c.is_control() {
+                true => self.out.extend(c.escape_debug()),
+                false => self.out.push(c),
+            }
+            if self.out.len() > self.max {
+                self.out.truncate(start);
+                self.cut = true;
+            }
         }
-        self.out.push_str(head_bytes(s, room));
-        self.cut = true;
-        Err(fmt::Error)
+        if self.cut {
+            return Err(fmt::Error);
+        }
+        Ok(())
     }
 }
 
@@ -119,6 +132,13 @@ mod tests {
         // A value that writes in many small pieces stops too.
         let pieces = format_args!("{}{}{}", "ab", "cd", "ef");
         assert_eq!(display_clipped(&pieces, 3), format!("abc{CUT_MARK}"));
+        // A forged log line stays on the line it was written on.
+        let forged = "x\n2026-12-05T00:00:00Z ERROR forged\r\u{1b}[2J";
+        let shown = display_clipped(&forged, 1024);
+        assert!(!shown.chars().any(char::is_control), "{shown}");
+        assert!(shown.starts_with("x\\n2026") && shown.ends_with("\\u{1b}[2J"));
+        // An escape is counted whole against the bound, never split.
+        assert_eq!(display_within(&"ab\n", 3), Err("ab".into()));
     }
 
     #[test]

@@ -15,11 +15,7 @@ pub fn validate(schema: &jsonschema::Validator, value: &Value) -> Result<(), Str
     let errors: Vec<String> = schema
         .iter_errors(value)
         .take(MAX_REPORTED_ERRORS)
-        .map(|e| {
-            let at = display_clipped(e.instance_path(), SHOWN_TEXT_BYTES);
-            let at = if at.is_empty() { "(root)".into() } else { at };
-            format!("{at}: {}", describe(&e))
-        })
+        .map(|e| describe(&e))
         .collect();
     if errors.is_empty() {
         Ok(())
@@ -28,12 +24,16 @@ pub fn validate(schema: &jsonschema::Validator, value: &Value) -> Result<(), Str
     }
 }
 
-/// A validator's message, at most [`SHOWN_TEXT_BYTES`]: with the value it
-/// quotes when that fits, else without it ("value is not one of …"): the
-/// value may be a plugin's megabytes, and the rule is what says why.
+/// One validator error as `<JSON pointer>: <message>` (the root shown as
+/// `(root)`), each part at most [`SHOWN_TEXT_BYTES`]: the message with the
+/// value it quotes when that fits, else without it ("value is not one of
+/// …"): the value may be a plugin's megabytes, and the rule says why.
 pub fn describe(e: &ValidationError<'_>) -> String {
-    display_within(e, SHOWN_TEXT_BYTES)
-        .unwrap_or_else(|_| display_clipped(&e.masked(), SHOWN_TEXT_BYTES))
+    let at = display_clipped(e.instance_path(), SHOWN_TEXT_BYTES);
+    let at = if at.is_empty() { "(root)".into() } else { at };
+    let message = display_within(e, SHOWN_TEXT_BYTES)
+        .unwrap_or_else(|_| display_clipped(&e.masked(), SHOWN_TEXT_BYTES));
+    format!("{at}: {message}")
 }
 
 /// Check a tool's raw result text: it must be a JSON object and, when the
