@@ -56,13 +56,25 @@ pub struct Catalog {
     pub rejections: Vec<Rejection>,
 }
 
-/// Parse, check the [`SchemaLimits`] and compile one of a tool's schemas.
-fn load_schema(text: &str, what: &str) -> Result<(Map<String, Value>, Arc<CheckedSchema>)> {
+/// Regular expressions one plugin's schemas may hold in all: each costs up
+/// to ~20 ms to compile (see `SchemaLimits::max_patterns`), so a plugin's
+/// schemas compile in at most ~5 s however it writes them; a rebuild of
+/// the catalog compiles them again. Tools past it are refused.
+pub const MAX_PATTERNS_PER_PLUGIN: usize = 256;
+
+/// Parse, check the [`SchemaLimits`] and compile one of a tool's schemas,
+/// its regular expressions taken from `patterns_left`.
+fn load_schema(
+    text: &str,
+    what: &str,
+    patterns_left: &mut usize,
+) -> Result<(Map<String, Value>, Arc<CheckedSchema>)> {
     let limits = SchemaLimits::default();
     check_schema_text(text, &limits).with_context(|| format!("{what} refused"))?;
     let obj = parse_object_schema(text, what)?;
+    let schema = Value::Object(obj.clone());
     let checked =
-        CheckedSchema::compile(&Value::Object(obj.clone()), &limits).map_err(|e| match e {
+        CheckedSchema::compile_within(&schema, &limits, patterns_left).map_err(|e| match e {
             SchemaError::Limit(_) => anyhow::anyhow!("{what} refused: {e}"),
             SchemaError::Invalid(_) => anyhow::anyhow!("{what} is {e}"),
         })?;
@@ -77,12 +89,16 @@ fn check_title(title: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-fn build_tool(raw: &RawTool, plugin: &Arc<Plugin>) -> Result<CatalogTool> {
+fn build_tool(
+    raw: &RawTool,
+    plugin: &Arc<Plugin>,
+    patterns_left: &mut usize,
+) -> Result<CatalogTool> {
     check_title(raw.title.as_deref())?;
-    let (input_schema, input) = load_schema(&raw.input_schema, "input-schema")?;
+    let (input_schema, input) = load_schema(&raw.input_schema, "input-schema", patterns_left)?;
     let (output_schema, output) = match &raw.output_schema {
         Some(text) => {
-            let (obj, v) = load_schema(text, "output-schema")?;
+            let (obj, v) = load_schema(text, "output-schema", patterns_left)?;
             (Some(obj), Some(v))
         }
         None => (None, None),
@@ -164,6 +180,7 @@ impl Catalog {
         for plugin in plugins {
             let pname = plugin.path.display().to_string();
             let mut seen_here = std::collections::HashSet::new();
+            let mut patterns_left = MAX_PATTERNS_PER_PLUGIN;
             let (admitted, over_cap) = within_tool_cap(&pname, &plugin.tools);
             rejections.extend(over_cap);
             for raw in admitted {
@@ -200,7 +217,7 @@ impl Catalog {
                     )));
                     continue;
                 }
-                match build_tool(raw, plugin) {
+                match build_tool(raw, plugin, &mut patterns_left) {
                     Ok(t) => {
                         tools.insert(raw.name.clone(), t);
                     }
@@ -323,18 +340,59 @@ mod tests {
             r#"{{"type":"object","description":"{}"}}"#,
             "x".repeat(100_000)
         );
-        let e = load_schema(&huge, "input-schema").err().unwrap();
+        let e = load_schema(&huge, "input-schema", &mut 0).err().unwrap();
         assert!(
             format!("{e:#}").contains("input-schema refused: schema is"),
             "{e:#}"
         );
         let cyclic = r##"{"type":"object","properties":{"x":{"$ref":"#"}}}"##;
-        let e = load_schema(cyclic, "output-schema").err().unwrap();
+        let e = load_schema(cyclic, "output-schema", &mut 0).err().unwrap();
         assert!(
             e.to_string()
                 .contains("output-schema refused: `$ref` cycle"),
             "{e}"
         );
-        assert!(load_schema(r#"{"type":"object"}"#, "input-schema").is_ok());
+        assert!(load_schema(r#"{"type":"object"}"#, "input-schema", &mut 0).is_ok());
+    }
+
+    /// A schema of `n` properties, each with its own `pattern`.
+    fn patterned(n: usize, pattern: &str) -> String {
+        let props: Map<String, Value> = (0..n)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    serde_json::json!({"pattern": format!("{pattern}{i}")}),
+                )
+            })
+            .collect();
+        serde_json::json!({"type": "object", "properties": props}).to_string()
+    }
+
+    /// A plugin's regular expressions are bounded in all, not only per
+    /// schema: one with 40 in each of five tools' schemas gets its first six
+    /// schemas (240) compiled, the next refused before it is compiled.
+    #[test]
+    fn a_plugin_s_regexes_are_bounded_in_all() {
+        let text = patterned(40, "^a+$");
+        let mut left = MAX_PATTERNS_PER_PLUGIN;
+        for _ in 0..6 {
+            load_schema(&text, "input-schema", &mut left).unwrap();
+        }
+        assert_eq!(left, MAX_PATTERNS_PER_PLUGIN - 240);
+        let e = load_schema(&text, "input-schema", &mut left).err().unwrap();
+        assert!(
+            format!("{e:#}").contains("40 regular expressions")
+                && e.to_string().contains("16 left"),
+            "{e:#}"
+        );
+        // 64 in one schema is the most; 65 is refused whatever the budget.
+        let mut unbudgeted = usize::MAX;
+        let e = load_schema(&patterned(65, "^a+$"), "input-schema", &mut unbudgeted)
+            .err()
+            .unwrap();
+        assert!(
+            format!("{e:#}").contains("more than 64 regular expressions"),
+            "{e:#}"
+        );
     }
 }

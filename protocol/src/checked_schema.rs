@@ -26,9 +26,28 @@ pub struct CheckedSchema {
 impl CheckedSchema {
     /// Check the limits, then compile (no remote reference is ever fetched).
     pub fn compile(schema: &Value, limits: &SchemaLimits) -> Result<Self, SchemaError> {
+        let mut unbudgeted = usize::MAX;
+        Self::compile_within(schema, limits, &mut unbudgeted)
+    }
+
+    /// [`CheckedSchema::compile`], its regular expressions taken from
+    /// `patterns_left` (a budget shared by several schemas, e.g. a plugin's);
+    /// over it, refused before anything is compiled.
+    pub fn compile_within(
+        schema: &Value,
+        limits: &SchemaLimits,
+        patterns_left: &mut usize,
+    ) -> Result<Self, SchemaError> {
         let stats = check_schema(schema, limits)?;
-        let validator = jsonschema::validator_for(schema)
-            .map_err(|e| SchemaError::Invalid(crate::validate::describe(&e)))?;
+        if stats.patterns > *patterns_left {
+            return Err(SchemaLimitError::PatternBudget {
+                count: stats.patterns,
+                left: *patterns_left,
+            }
+            .into());
+        }
+        *patterns_left -= stats.patterns;
+        let validator = crate::schema::compile_value(schema).map_err(SchemaError::Invalid)?;
         Ok(CheckedSchema {
             validator,
             expanded: stats.expanded,

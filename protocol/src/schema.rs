@@ -48,9 +48,17 @@ pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema
         .map_err(|e| anyhow::anyhow!("{what} is {}", crate::SchemaError::Invalid(e)))
 }
 
-/// Compile a schema value; the error is the compiler's message.
+/// Compile a schema value; the error is the compiler's message. Each
+/// regex is bounded by [`PATTERN_SIZE_LIMIT`](crate::schema_limits::PATTERN_SIZE_LIMIT).
 pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
-    jsonschema::validator_for(schema).map_err(|e| crate::validate::describe(&e))
+    let limit = crate::schema_limits::PATTERN_SIZE_LIMIT;
+    let patterns = jsonschema::PatternOptions::fancy_regex()
+        .size_limit(limit)
+        .dfa_size_limit(limit);
+    jsonschema::options()
+        .with_pattern_options(patterns)
+        .build(schema)
+        .map_err(|e| crate::validate::describe(&e))
 }
 
 /// Builds, on a thread of its own, what the first schema compiled in a

@@ -29,7 +29,18 @@ pub struct SchemaLimits {
     pub max_expanded: u64,
     /// `$ref` hops followed in a row (`a → b → c …`).
     pub max_ref_depth: usize,
+    /// Regular expressions (`pattern` values, `patternProperties` keys):
+    /// each is compiled when the schema is, at up to ~20 ms apiece under
+    /// [`PATTERN_SIZE_LIMIT`] (distinct ones are not cached), so their count
+    /// is what bounds the compile.
+    pub max_patterns: usize,
 }
+
+/// Compiled size at most one schema regex may take (the regex engine's
+/// `size_limit`; its own default is 10 MiB): `[\s\S]{10000}` took ~60 ms
+/// to compile under the default and is refused in ~2 ms under this, while
+/// `^[\p{L}\p{N}_-]{1,64}$` (~20 ms) still compiles.
+pub const PATTERN_SIZE_LIMIT: usize = 4 << 20;
 
 /// Default cap on one schema's text: 64 KiB. A `tools/list` page of 50
 /// tools with two such schemas each stays well under a 16 MiB frame.
@@ -43,6 +54,7 @@ impl Default for SchemaLimits {
             max_subschemas: 2_000,
             max_expanded: 10_000,
             max_ref_depth: 64,
+            max_patterns: 64,
         }
     }
 }
@@ -70,6 +82,10 @@ pub enum SchemaLimitError {
     DanglingRef { reference: String },
     #[error("`{keyword}` is not accepted (only plain local `$ref`)")]
     UnsupportedKeyword { keyword: &'static str },
+    #[error("schema has more than {limit} regular expressions (`pattern`, `patternProperties`; regex limit)")]
+    TooManyPatterns { limit: usize },
+    #[error("schema has {count} regular expressions (`pattern`, `patternProperties`), over the {left} left of its plugin's regex budget")]
+    PatternBudget { count: usize, left: usize },
 }
 
 /// What the check measured (the expanded size prices validation).
@@ -77,6 +93,8 @@ pub enum SchemaLimitError {
 pub struct SchemaStats {
     pub subschemas: usize,
     pub expanded: u64,
+    /// Regular expressions the compile will build.
+    pub patterns: usize,
 }
 
 /// Check schema text that is about to be parsed (cheap size check first).
@@ -93,12 +111,19 @@ pub fn check_schema(
     let compact = serde_json::to_string(schema).map_or(usize::MAX, |s| s.len());
     check_size(compact, limits)?;
     let mut subschemas = 0;
+    let mut patterns = 0;
     let mut anchors = HashMap::new();
     walk_subschemas(schema, "", &mut |ptr, node| {
         subschemas += 1;
         if subschemas > limits.max_subschemas {
             return Err(SchemaLimitError::TooManySubschemas {
                 limit: limits.max_subschemas,
+            });
+        }
+        patterns += regexes_in(node);
+        if patterns > limits.max_patterns {
+            return Err(SchemaLimitError::TooManyPatterns {
+                limit: limits.max_patterns,
             });
         }
         screen_keywords(node, ptr.is_empty())?;
@@ -118,7 +143,19 @@ pub fn check_schema(
     Ok(SchemaStats {
         subschemas,
         expanded,
+        patterns,
     })
+}
+
+/// Regular expressions one subschema holds: its `pattern` and the keys of
+/// its `patternProperties`.
+fn regexes_in(node: &Map<String, Value>) -> usize {
+    let pattern = matches!(node.get("pattern"), Some(Value::String(_)));
+    let keyed = match node.get("patternProperties") {
+        Some(Value::Object(props)) => props.len(),
+        _ => 0,
+    };
+    usize::from(pattern) + keyed
 }
 
 fn check_size(size: usize, limits: &SchemaLimits) -> Result<(), SchemaLimitError> {

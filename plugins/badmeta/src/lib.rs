@@ -67,6 +67,7 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
             plain.clone(),
             None,
         ),
+        ("slow_regexes".into(), None, slow_regexes(), None),
         (
             "huge_invalid_schema".into(),
             None,
@@ -78,6 +79,21 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
         ),
         ("n".repeat(HUGE_NAME_BYTES), None, plain, None),
     ]
+}
+
+/// An object schema of 64 properties (the per-schema regex limit), each
+/// with its own `[\s\S]{10000}…` pattern: ~60 ms apiece to compile under
+/// the regex engine's default size limit, distinct so none is cached. 256
+/// tools with two such schemas held a host's start-up for ~1 h; the host's
+/// regex size limit refuses it at the first pattern.
+pub fn slow_regexes() -> String {
+    let props: Vec<String> = (0..64)
+        .map(|i| format!(r#""p{i}":{{"pattern":"[\\s\\S]{{10000}}{i}"}}"#))
+        .collect();
+    format!(
+        r#"{{"type":"object","properties":{{{}}}}}"#,
+        props.join(",")
+    )
 }
 
 /// `$defs` a0..a{n}, each `anyOf` of two `$ref`s to the next.

@@ -147,3 +147,24 @@ fn size_is_measured_after_reserialization() {
         Err(SchemaLimitError::TooLarge { .. })
     ));
 }
+
+/// Each regex is compiled under `PATTERN_SIZE_LIMIT`: one whose program is
+/// huge (`[\s\S]{10000}`: ~60 ms to compile under the engine's default,
+/// and distinct ones are not cached) is refused; a plausible Unicode one is
+/// not. Only `pattern` values and `patternProperties` keys count, not a
+/// property that happens to be named `pattern`.
+#[test]
+fn regexes_are_counted_and_bounded() {
+    let huge = json!({"type": "object", "properties": {"a": {"pattern": "[\\s\\S]{10000}"}}});
+    let e = crate::schema::compile_value(&huge).unwrap_err();
+    assert!(e.contains("is not a \"regex\""), "{e}");
+    let unicode =
+        json!({"type": "object", "properties": {"a": {"pattern": "^[\\p{L}\\p{N}_-]{1,64}$"}}});
+    assert!(crate::schema::compile_value(&unicode).is_ok());
+    let named = json!({
+        "type": "object",
+        "properties": {"pattern": {"type": "string", "pattern": "^x"}},
+        "patternProperties": {"^a": {}, "^b": {"pattern": "c"}}
+    });
+    assert_eq!(check_schema(&named, &limits()).unwrap().patterns, 4);
+}
