@@ -52,9 +52,9 @@ pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema
 /// regex is bounded by [`PATTERN_SIZE_LIMIT`](crate::schema_limits::PATTERN_SIZE_LIMIT).
 pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
     let limit = crate::schema_limits::PATTERN_SIZE_LIMIT;
-    let patterns = jsonschema::PatternOptions::fancy_regex()
-        .size_limit(limit)
-        .dfa_size_limit(limit);
+    // The size limit only: `dfa_size_limit` is the lazy DFA's cache at
+    // validation (2 MiB by default), not a compile bound.
+    let patterns = jsonschema::PatternOptions::fancy_regex().size_limit(limit);
     jsonschema::options()
         .with_pattern_options(patterns)
         .build(schema)
