@@ -56,10 +56,11 @@ pub struct Catalog {
     pub rejections: Vec<Rejection>,
 }
 
-/// Regular expressions one plugin's schemas may hold in all: each costs up
-/// to ~20 ms to compile (see `SchemaLimits::max_patterns`), so a plugin's
-/// schemas compile in at most ~5 s however it writes them; a rebuild of
-/// the catalog compiles them again. Tools past it are refused.
+/// Regular expressions one plugin's schemas may hold in all: a plain one
+/// costs up to ~20 ms to compile under the size limit (see
+/// `SchemaLimits::max_patterns`), and a rebuild of the catalog compiles
+/// them again. Tools past it are refused. (Not yet bounded: lookahead
+/// chains jsonschema compiles part by part, see the README's schemas row.)
 pub const MAX_PATTERNS_PER_PLUGIN: usize = 256;
 
 /// Parse, check the [`SchemaLimits`] and compile one of a tool's schemas,
