@@ -140,6 +140,17 @@ fn inspect_lists_the_tools_the_host_would_refuse() {
     );
 }
 
+/// A component in `dir` importing `n` functions `f0`… that no host has.
+fn importing_functions(dir: &Path, n: usize) -> std::path::PathBuf {
+    let imports: String = (0..n)
+        .map(|i| format!("(import \"f{i}\" (func))\n"))
+        .collect();
+    let path = dir.join(format!("needs-{n}.wasm"));
+    let wasm = wat::parse_str(format!("(component\n{imports})")).unwrap();
+    std::fs::write(&path, wasm).unwrap();
+    path
+}
+
 /// A component with thousands of imports the host lacks: `inspect` names
 /// the first [`MAX_MISSING_IMPORTS`] and says that there are more, where
 /// it used to type-check the whole component once per missing import (work
@@ -147,14 +158,8 @@ fn inspect_lists_the_tools_the_host_would_refuse() {
 /// file's tens of thousands would hold an operator's vetting run minutes).
 #[test]
 fn inspect_stops_naming_missing_imports_at_its_bound() {
-    let imports: String = (0..3000)
-        .map(|i| format!("(import \"f{i}\" (func))\n"))
-        .collect();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("needs-3000.wasm");
-    let wasm = wat::parse_str(format!("(component\n{imports})")).unwrap();
-    std::fs::write(&path, wasm).unwrap();
-    let (ok, r) = inspect_json(&path);
+    let (ok, r) = inspect_json(&importing_functions(dir.path(), 3000));
     assert!(!ok, "{r}");
     let missing = r["missing_imports"].as_array().unwrap();
     assert_eq!(missing.len(), MAX_MISSING_IMPORTS, "{r}");
@@ -163,13 +168,7 @@ fn inspect_stops_naming_missing_imports_at_its_bound() {
     let why = r["cannot_run"].as_str().unwrap();
     assert!(why.ends_with("f63, and more (not checked)"), "{why}");
     // Exactly as many as are named: all of them, nothing cut.
-    let imports: String = (0..MAX_MISSING_IMPORTS)
-        .map(|i| format!("(import \"f{i}\" (func))\n"))
-        .collect();
-    let path = dir.path().join("needs-64.wasm");
-    let wasm = wat::parse_str(format!("(component\n{imports})")).unwrap();
-    std::fs::write(&path, wasm).unwrap();
-    let (_, r) = inspect_json(&path);
+    let (_, r) = inspect_json(&importing_functions(dir.path(), MAX_MISSING_IMPORTS));
     assert_eq!(
         r["missing_imports"].as_array().unwrap().len(),
         MAX_MISSING_IMPORTS

@@ -23,6 +23,15 @@ fn start(extra: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Server, Serve
     (wt, dir, s, log)
 }
 
+/// [`start`], with the server's log kept at `info` (where failed calls go).
+fn start_at_info(extra: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Server, ServerLog) {
+    let wt = tempfile::tempdir().unwrap();
+    let dir = plugin_dir(&["test-plugins/bigwire.wasm"]);
+    let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), extra);
+    s.initialize();
+    (wt, dir, s, log)
+}
+
 /// Call `tool`; the raw response line (asserted prompt) and its result.
 fn call_raw(s: &mut Server, tool: &str) -> (usize, Value) {
     let started = Instant::now();
@@ -88,10 +97,7 @@ fn the_call_command_cuts_a_huge_error_like_the_server() {
 /// (logged at `warn`). The client's error is cut too.
 #[test]
 fn a_plugin_cannot_flood_the_log_through_its_messages() {
-    let wt = tempfile::tempdir().unwrap();
-    let dir = plugin_dir(&["test-plugins/bigwire.wasm"]);
-    let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), &[]);
-    s.initialize();
+    let (_wt, _dir, mut s, log) = start_at_info(&[]);
     for (tool, kind) in [
         ("big_error", "tool_error"),
         ("violating_result", "contract_violation"),
@@ -191,13 +197,10 @@ fn max_response_bytes_is_configurable() {
 #[test]
 fn the_server_widens_its_stdout_pipe() {
     for (flag, want) in [(None, PIPE_BYTES), (Some("0"), 64 << 10)] {
-        let wt = tempfile::tempdir().unwrap();
-        let dir = plugin_dir(&["test-plugins/bigwire.wasm"]);
         let extra: Vec<&str> = flag
             .map(|v| vec!["--stdout-pipe-bytes", v])
             .unwrap_or_default();
-        let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), &extra);
-        s.initialize();
+        let (_wt, _dir, mut s, log) = start_at_info(&extra);
         let bytes = stdout_pipe_bytes(s.pid());
         // Over the user's pipe quota (unprivileged) the server says so and
         // keeps the default.

@@ -29,7 +29,7 @@ pub fn stdio(
     pipe_bytes: usize,
 ) -> StdioTransport<rmcp::transport::StdioReader, rmcp::transport::StdioWriter> {
     if pipe_bytes > 0 {
-        widen_pipe(std::io::stdout(), pipe_bytes);
+        widen_stdout(pipe_bytes);
     }
     let (read, write) = rmcp::transport::stdio_pipes();
     StdioTransport::new(read, write)
@@ -50,13 +50,13 @@ pub fn stdio(
 /// are small.
 pub const PIPE_BYTES: usize = 1 << 20;
 
-/// Widen `fd` to `bytes` when it is a pipe. Not a pipe (a file, a terminal,
-/// a socket), or over the user's pipe-pages limit: it stays as it is, which
-/// only costs speed, and the log says so.
+/// Widen stdout to `bytes` when it is a pipe. Not a pipe (a file, a
+/// terminal, a socket), or over the user's pipe-pages limit: it stays as it
+/// is, which only costs speed, and the log says so.
 #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
-fn widen_pipe(fd: impl rustix::fd::AsFd, bytes: usize) {
+fn widen_stdout(bytes: usize) {
     #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::pipe::fcntl_setpipe_size(fd, bytes) {
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(std::io::stdout(), bytes) {
         tracing::info!("stdout pipe left at its size, not widened to {bytes} bytes ({e})");
     }
 }

@@ -30,9 +30,11 @@ pub struct SchemaLimits {
     /// `$ref` hops followed in a row (`a → b → c …`).
     pub max_ref_depth: usize,
     /// Regular expressions (`pattern` values, `patternProperties` keys):
-    /// each is compiled when the schema is, at up to ~20 ms apiece under
-    /// [`PATTERN_SIZE_LIMIT`] (distinct ones are not cached), so their count
-    /// is what bounds the compile.
+    /// each is compiled when the schema is, a plain one at up to ~20 ms
+    /// under [`PATTERN_SIZE_LIMIT`] (distinct ones are not cached), so their
+    /// count bounds the compile of plain patterns. Not yet bounded: lookahead
+    /// chains jsonschema compiles part by part, and patterns reached only
+    /// through `$ref` (README, schemas row).
     pub max_patterns: usize,
 }
 

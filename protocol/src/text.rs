@@ -92,10 +92,10 @@ struct Bounded {
 
 impl fmt::Write for Bounded {
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.cut {
+            return Err(fmt::Error);
+        }
         for c in s.chars() {
-            if self.cut {
-                return Err(fmt::Error);
-            }
             let start = self.out.len();
             match c.is_control() {
                 true => self.out.extend(c.escape_debug()),
@@ -104,10 +104,8 @@ impl fmt::Write for Bounded {
             if self.out.len() > self.max {
                 self.out.truncate(start);
                 self.cut = true;
+                return Err(fmt::Error);
             }
-        }
-        if self.cut {
-            return Err(fmt::Error);
         }
         Ok(())
     }
