@@ -192,11 +192,17 @@ fn max_response_bytes_is_configurable() {
 
 /// The server widens its stdout pipe (`--stdout-pipe-bytes`, default
 /// `stdio::PIPE_BYTES`): a large frame then passes in a couple of fills
-/// instead of ~30 wake-ups of each side; 0 leaves it as it is. Checked on
-/// the pipe itself, through `/proc/PID/fd/1`.
+/// instead of ~30 wake-ups of each side; 0 leaves it as it is; a size the
+/// kernel refuses (1 TiB) leaves it too, logged, and the server serves.
+/// Checked on the pipe itself, through `/proc/PID/fd/1`.
 #[test]
 fn the_server_widens_its_stdout_pipe() {
-    for (flag, want) in [(None, PIPE_BYTES), (Some("0"), 64 << 10)] {
+    let cases = [
+        (None, PIPE_BYTES),
+        (Some("0"), 64 << 10),
+        (Some("1099511627776"), 64 << 10),
+    ];
+    for (flag, want) in cases {
         let extra: Vec<&str> = flag
             .map(|v| vec!["--stdout-pipe-bytes", v])
             .unwrap_or_default();
@@ -209,6 +215,9 @@ fn the_server_widens_its_stdout_pipe() {
             bytes == want || (refused && bytes < want),
             "{flag:?}: {bytes} bytes"
         );
+        if flag == Some("1099511627776") {
+            assert!(refused, "a refused size is not logged");
+        }
         let (_, r) = call_raw(&mut s, "fits_result");
         assert!(!is_error(&r), "{r}");
         assert!(s.shutdown().success());
