@@ -361,7 +361,9 @@ fn descriptors_that_break_the_contract_are_refused_one_by_one() {
         ("huge_schema", "schema size limit"),
         ("huge_title", "256-char title limit"),
         ("huge_invalid_schema", "is not a valid JSON Schema"),
-        ("slow_regexes", "is not a \"regex\""),
+        ("slow_regexes", "regex weight limit"),
+        ("lookahead_regexes", "regex weight limit"),
+        ("hidden_regexes", "regex at /x-hidden/p/pattern"),
         ("nnnnnnnn", "(4194304 bytes) is not [A-Za-z0-9_-]{1,64}"),
     ] {
         assert!(

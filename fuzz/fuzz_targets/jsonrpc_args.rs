@@ -1,7 +1,7 @@
 //! Fuzz the server's request path without wasmtime: bytes as a JSON-RPC
 //! frame (rmcp's own message types), `tools/call` arguments validated against
 //! the real workspace tool schemas, bytes as a tool result checked against
-//! the output schemas, and bytes as a pagination cursor. Nothing may panic,
+//! the output schemas, bytes as a pagination cursor and as a schema regex. Nothing may panic,
 //! and the accept/reject decisions must be consistent.
 #![no_main]
 
@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
 use serde_json::Value;
-use wasm_mcp_protocol::{check_result, compile_schema, decode_cursor, encode_cursor, parse_object_schema, validate};
+use wasm_mcp_protocol::{check_result, compile_schema, decode_cursor, encode_cursor, parse_object_schema, schema_regex, validate};
 
 struct Tool {
     name: String,
@@ -69,5 +69,16 @@ fuzz_target!(|data: &[u8]| {
         if let Some((version, offset)) = decode_cursor(text) {
             assert_eq!(decode_cursor(&encode_cursor(version, offset)), Some((version, offset)));
         }
+        // 5. As a schema regex: weighing never panics, a weight under the
+        // limit is the same as with no limit, and a heavier one is refused.
+        let limit = schema_regex::MAX_PATTERN_WEIGHT;
+        match schema_regex::weigh(text, limit) {
+            Ok(w) => assert_eq!(schema_regex::weigh(text, u64::MAX), Ok(w)),
+            Err(schema_regex::PatternError::TooHeavy { .. }) => {
+                assert!(schema_regex::weigh(text, u64::MAX).map_or(true, |w| w > limit))
+            }
+            Err(_) => {}
+        }
+        let _ = schema_regex::is_regex_format(text);
     }
 });

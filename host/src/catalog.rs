@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use wasm_mcp_protocol::text::{display_clipped, SHOWN_TEXT_BYTES};
 use wasm_mcp_protocol::{
     cap_description, check_schema_text, parse_object_schema, quoted_name, shown_name,
-    valid_tool_name, CheckedSchema, SchemaError, SchemaLimits, TOOL_NAME_RULE,
+    valid_tool_name, CheckedSchema, RegexBudget, SchemaError, SchemaLimits, TOOL_NAME_RULE,
 };
 
 use crate::grants::Filesystem;
@@ -56,26 +56,24 @@ pub struct Catalog {
     pub rejections: Vec<Rejection>,
 }
 
-/// Regular expressions one plugin's schemas may hold in all: a plain one
-/// costs up to ~20 ms to compile under the size limit (see
-/// `SchemaLimits::max_patterns`), and a rebuild of the catalog compiles
-/// them again. Tools past it are refused. (Not yet bounded: lookahead
-/// chains jsonschema compiles part by part, see the README's schemas row.)
-pub const MAX_PATTERNS_PER_PLUGIN: usize = 256;
+/// What the regular expressions of one plugin's schemas may cost in all
+/// (their count and weight, see `wasm_mcp_protocol::schema_regex`): a
+/// rebuild of the catalog compiles them again. Tools past it are refused.
+pub const REGEX_BUDGET_PER_PLUGIN: RegexBudget = RegexBudget::PER_SOURCE;
 
 /// Parse, check the [`SchemaLimits`] and compile one of a tool's schemas,
-/// its regular expressions taken from `patterns_left`.
+/// its regular expressions charged to `regexes`.
 fn load_schema(
     text: &str,
     what: &str,
-    patterns_left: &mut usize,
+    regexes: &mut RegexBudget,
 ) -> Result<(Map<String, Value>, Arc<CheckedSchema>)> {
     let limits = SchemaLimits::default();
     check_schema_text(text, &limits).with_context(|| format!("{what} refused"))?;
     let obj = parse_object_schema(text, what)?;
     let schema = Value::Object(obj.clone());
     let checked =
-        CheckedSchema::compile_within(&schema, &limits, patterns_left).map_err(|e| match e {
+        CheckedSchema::compile_within(&schema, &limits, regexes).map_err(|e| match e {
             SchemaError::Limit(_) => anyhow::anyhow!("{what} refused: {e}"),
             SchemaError::Invalid(_) => anyhow::anyhow!("{what} is {e}"),
         })?;
@@ -93,13 +91,13 @@ fn check_title(title: Option<&str>) -> Result<()> {
 fn build_tool(
     raw: &RawTool,
     plugin: &Arc<Plugin>,
-    patterns_left: &mut usize,
+    regexes: &mut RegexBudget,
 ) -> Result<CatalogTool> {
     check_title(raw.title.as_deref())?;
-    let (input_schema, input) = load_schema(&raw.input_schema, "input-schema", patterns_left)?;
+    let (input_schema, input) = load_schema(&raw.input_schema, "input-schema", regexes)?;
     let (output_schema, output) = match &raw.output_schema {
         Some(text) => {
-            let (obj, v) = load_schema(text, "output-schema", patterns_left)?;
+            let (obj, v) = load_schema(text, "output-schema", regexes)?;
             (Some(obj), Some(v))
         }
         None => (None, None),
@@ -181,7 +179,7 @@ impl Catalog {
         for plugin in plugins {
             let pname = plugin.path.display().to_string();
             let mut seen_here = std::collections::HashSet::new();
-            let mut patterns_left = MAX_PATTERNS_PER_PLUGIN;
+            let mut regexes = REGEX_BUDGET_PER_PLUGIN;
             let (admitted, over_cap) = within_tool_cap(&pname, &plugin.tools);
             rejections.extend(over_cap);
             for raw in admitted {
@@ -218,7 +216,7 @@ impl Catalog {
                     )));
                     continue;
                 }
-                match build_tool(raw, plugin, &mut patterns_left) {
+                match build_tool(raw, plugin, &mut regexes) {
                     Ok(t) => {
                         tools.insert(raw.name.clone(), t);
                     }
@@ -341,19 +339,27 @@ mod tests {
             r#"{{"type":"object","description":"{}"}}"#,
             "x".repeat(100_000)
         );
-        let e = load_schema(&huge, "input-schema", &mut 0).err().unwrap();
+        let empty = || RegexBudget {
+            patterns: 0,
+            weight: 0,
+        };
+        let e = load_schema(&huge, "input-schema", &mut empty())
+            .err()
+            .unwrap();
         assert!(
             format!("{e:#}").contains("input-schema refused: schema is"),
             "{e:#}"
         );
         let cyclic = r##"{"type":"object","properties":{"x":{"$ref":"#"}}}"##;
-        let e = load_schema(cyclic, "output-schema", &mut 0).err().unwrap();
+        let e = load_schema(cyclic, "output-schema", &mut empty())
+            .err()
+            .unwrap();
         assert!(
             e.to_string()
                 .contains("output-schema refused: `$ref` cycle"),
             "{e}"
         );
-        assert!(load_schema(r#"{"type":"object"}"#, "input-schema", &mut 0).is_ok());
+        assert!(load_schema(r#"{"type":"object"}"#, "input-schema", &mut empty()).is_ok());
     }
 
     /// A schema of `n` properties, each with its own `pattern`.
@@ -375,19 +381,19 @@ mod tests {
     #[test]
     fn a_plugin_s_regexes_are_bounded_in_all() {
         let text = patterned(40, "^a+$");
-        let mut left = MAX_PATTERNS_PER_PLUGIN;
+        let mut left = REGEX_BUDGET_PER_PLUGIN;
         for _ in 0..6 {
             load_schema(&text, "input-schema", &mut left).unwrap();
         }
-        assert_eq!(left, MAX_PATTERNS_PER_PLUGIN - 240);
+        assert_eq!(left.patterns, REGEX_BUDGET_PER_PLUGIN.patterns - 240);
         let e = load_schema(&text, "input-schema", &mut left).err().unwrap();
         assert!(
             format!("{e:#}").contains("40 regular expressions")
-                && e.to_string().contains("16 left"),
+                && e.to_string().contains("16 regexes of weight"),
             "{e:#}"
         );
         // 64 in one schema is the most; 65 is refused whatever the budget.
-        let mut unbudgeted = usize::MAX;
+        let mut unbudgeted = RegexBudget::UNLIMITED;
         let e = load_schema(&patterned(65, "^a+$"), "input-schema", &mut unbudgeted)
             .err()
             .unwrap();

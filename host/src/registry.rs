@@ -259,16 +259,29 @@ impl Registry {
         }
         changed_files |= loaded.len() != next.len();
         *loaded = next;
-        Ok(changed_files && self.publish(&loaded))
+        Ok(changed_files && self.publish(&loaded).await)
     }
 
     /// Builds and swaps in the catalog of `loaded`; true when the published
     /// tool list changed.
-    fn publish(&self, loaded: &Seen) -> bool {
+    async fn publish(&self, loaded: &Seen) -> bool {
         // BTreeMap order = file-name order: the first plugin defining a name wins.
         let plugins: Vec<Arc<Plugin>> = loaded.values().filter_map(|(_, p)| p.clone()).collect();
         let old = self.catalog();
-        let new = Catalog::build(old.version + 1, &plugins, self.allow.as_deref());
+        // Compiling the tools' schemas is CPU work (up to ~0.5 s a plugin
+        // within its regex budget): on a blocking thread, so the executor
+        // keeps answering calls meanwhile.
+        let build = {
+            let (plugins, allow, version) = (plugins.clone(), self.allow.clone(), old.version + 1);
+            move || Catalog::build(version, &plugins, allow.as_deref())
+        };
+        let new = match tokio::task::spawn_blocking(build).await {
+            Ok(catalog) => catalog,
+            Err(e) => {
+                tracing::error!("building the catalog failed: {e}; the previous one stays");
+                return false;
+            }
+        };
         for r in &new.rejections {
             tracing::warn!(plugin = %r.plugin, tool = ?r.tool, "tool not published: {}", r.reason);
         }

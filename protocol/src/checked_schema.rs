@@ -5,7 +5,7 @@ use std::ops::Deref;
 
 use serde_json::Value;
 
-use crate::schema_limits::{check_schema, SchemaLimitError, SchemaLimits};
+use crate::schema_limits::{check_schema, RegexBudget, SchemaLimitError, SchemaLimits};
 
 /// Why a schema could not be used.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -26,27 +26,20 @@ pub struct CheckedSchema {
 impl CheckedSchema {
     /// Check the limits, then compile (no remote reference is ever fetched).
     pub fn compile(schema: &Value, limits: &SchemaLimits) -> Result<Self, SchemaError> {
-        let mut unbudgeted = usize::MAX;
+        let mut unbudgeted = RegexBudget::UNLIMITED;
         Self::compile_within(schema, limits, &mut unbudgeted)
     }
 
-    /// [`CheckedSchema::compile`], its regular expressions taken from
-    /// `patterns_left` (a budget shared by several schemas, e.g. a plugin's);
-    /// over it, refused before anything is compiled.
+    /// [`CheckedSchema::compile`], its regular expressions charged to
+    /// `regexes` (a budget shared by several schemas, e.g. a plugin's); over
+    /// it, refused before anything is compiled.
     pub fn compile_within(
         schema: &Value,
         limits: &SchemaLimits,
-        patterns_left: &mut usize,
+        regexes: &mut RegexBudget,
     ) -> Result<Self, SchemaError> {
         let stats = check_schema(schema, limits)?;
-        if stats.patterns > *patterns_left {
-            return Err(SchemaLimitError::PatternBudget {
-                count: stats.patterns,
-                left: *patterns_left,
-            }
-            .into());
-        }
-        *patterns_left -= stats.patterns;
+        regexes.charge(&stats)?;
         let validator = crate::schema::compile_value(schema).map_err(SchemaError::Invalid)?;
         Ok(CheckedSchema {
             validator,

@@ -11,6 +11,7 @@ pub mod errors;
 pub mod names;
 pub mod schema;
 pub mod schema_limits;
+pub mod schema_regex;
 pub mod text;
 pub mod validate;
 
@@ -23,6 +24,8 @@ pub use names::{quoted_name, shown_name, valid_tool_name, TOOL_NAME_RULE};
 pub use schema::{
     compile_schema, compile_value, is_object_schema, parse_object_schema, MissingType,
 };
-pub use schema_limits::{check_schema, check_schema_text, SchemaLimitError, SchemaLimits};
+pub use schema_limits::{
+    check_schema, check_schema_text, RegexBudget, SchemaLimitError, SchemaLimits,
+};
 pub use text::{cap_description, display_clipped, MAX_DESCRIPTION, SHOWN_TEXT_BYTES};
 pub use validate::{check_result, validate};

@@ -49,7 +49,9 @@ pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema
 }
 
 /// Compile a schema value; the error is the compiler's message. Each
-/// regex is bounded by [`PATTERN_SIZE_LIMIT`](crate::schema_limits::PATTERN_SIZE_LIMIT).
+/// regex is bounded by [`PATTERN_SIZE_LIMIT`](crate::schema_limits::PATTERN_SIZE_LIMIT)
+/// (its weight is bounded before, by `check_schema`), and values of the
+/// `regex` format by [`is_regex_format`](crate::schema_regex::is_regex_format).
 pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
     let limit = crate::schema_limits::PATTERN_SIZE_LIMIT;
     // The size limit only: `dfa_size_limit` is the lazy DFA's cache at
@@ -57,6 +59,7 @@ pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
     let patterns = jsonschema::PatternOptions::fancy_regex().size_limit(limit);
     jsonschema::options()
         .with_pattern_options(patterns)
+        .with_format("regex", crate::schema_regex::is_regex_format)
         .build(schema)
         .map_err(|e| crate::validate::describe(&e))
 }

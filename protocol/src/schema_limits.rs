@@ -11,9 +11,12 @@
 //! exponential in the instance's depth, which no static bound can cap.
 //! Only local references (`#…`) are allowed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
+
+use crate::schema_regex::{self, PatternError, MAX_PATTERN_WEIGHT};
+use crate::text::display_clipped;
 
 /// Bounds on one schema; the defaults are what server and harness apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,13 +32,15 @@ pub struct SchemaLimits {
     pub max_expanded: u64,
     /// `$ref` hops followed in a row (`a → b → c …`).
     pub max_ref_depth: usize,
-    /// Regular expressions (`pattern` values, `patternProperties` keys):
-    /// each is compiled when the schema is, a plain one at up to ~20 ms
-    /// under [`PATTERN_SIZE_LIMIT`] (distinct ones are not cached), so their
-    /// count bounds the compile of plain patterns. Not yet bounded: lookahead
-    /// chains jsonschema compiles part by part, and patterns reached only
-    /// through `$ref` (README, schemas row).
+    /// Distinct regular expressions (`pattern` values, `patternProperties`
+    /// keys) in every subschema the compiler reaches, `$ref` targets
+    /// included: each is compiled when the schema is (distinct ones are not
+    /// cached).
     pub max_patterns: usize,
+    /// Their [weight](crate::schema_regex) in all: what compiling them may
+    /// cost, whatever route the compiler takes (each one is also at most
+    /// [`MAX_PATTERN_WEIGHT`]).
+    pub max_pattern_weight: u64,
 }
 
 /// Compiled size at most one schema regex may take (the regex engine's
@@ -57,6 +62,7 @@ impl Default for SchemaLimits {
             max_expanded: 10_000,
             max_ref_depth: 64,
             max_patterns: 64,
+            max_pattern_weight: 1_000_000,
         }
     }
 }
@@ -86,8 +92,58 @@ pub enum SchemaLimitError {
     UnsupportedKeyword { keyword: &'static str },
     #[error("schema has more than {limit} regular expressions (`pattern`, `patternProperties`; regex limit)")]
     TooManyPatterns { limit: usize },
-    #[error("schema has {count} regular expressions (`pattern`, `patternProperties`), over the {left} left of its plugin's regex budget")]
-    PatternBudget { count: usize, left: usize },
+    #[error("regex at {at} {error}")]
+    Pattern { at: String, error: PatternError },
+    #[error("schema's regular expressions weigh more than {limit} in all (regex weight limit)")]
+    PatternsTooHeavy { limit: u64 },
+    #[error("schema has {count} regular expressions of weight {weight}, over the {left} left of its plugin's or server's regex budget")]
+    PatternBudget {
+        count: usize,
+        weight: u64,
+        left: RegexBudget,
+    },
+}
+
+/// What the regular expressions of several schemas may cost in all (one
+/// plugin's on the server, one server's in the harness): the schemas that
+/// do not fit are refused before they are compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegexBudget {
+    pub patterns: usize,
+    pub weight: u64,
+}
+
+impl std::fmt::Display for RegexBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} regexes of weight {}", self.patterns, self.weight)
+    }
+}
+
+impl RegexBudget {
+    /// One plugin's or one server's: at most ~0.5 s of regex compiling in
+    /// all on a 2-core machine (see `schema_regex`).
+    pub const PER_SOURCE: RegexBudget = RegexBudget {
+        patterns: 256,
+        weight: 2_000_000,
+    };
+    pub const UNLIMITED: RegexBudget = RegexBudget {
+        patterns: usize::MAX,
+        weight: u64::MAX,
+    };
+
+    /// Take what `stats` needs, or refuse and take nothing.
+    pub fn charge(&mut self, stats: &SchemaStats) -> Result<(), SchemaLimitError> {
+        if stats.patterns > self.patterns || stats.pattern_weight > self.weight {
+            return Err(SchemaLimitError::PatternBudget {
+                count: stats.patterns,
+                weight: stats.pattern_weight,
+                left: *self,
+            });
+        }
+        self.patterns -= stats.patterns;
+        self.weight -= stats.pattern_weight;
+        Ok(())
+    }
 }
 
 /// What the check measured (the expanded size prices validation).
@@ -95,8 +151,10 @@ pub enum SchemaLimitError {
 pub struct SchemaStats {
     pub subschemas: usize,
     pub expanded: u64,
-    /// Regular expressions the compile will build.
+    /// Distinct regular expressions the compile will build.
     pub patterns: usize,
+    /// Their weight in all.
+    pub pattern_weight: u64,
 }
 
 /// Check schema text that is about to be parsed (cheap size check first).
@@ -112,52 +170,133 @@ pub fn check_schema(
     check_depth(schema, 0, limits.max_depth)?;
     let compact = serde_json::to_string(schema).map_or(usize::MAX, |s| s.len());
     check_size(compact, limits)?;
-    let mut subschemas = 0;
-    let mut patterns = 0;
-    let mut anchors = HashMap::new();
-    walk_subschemas(schema, "", &mut |ptr, node| {
-        subschemas += 1;
-        if subschemas > limits.max_subschemas {
-            return Err(SchemaLimitError::TooManySubschemas {
-                limit: limits.max_subschemas,
-            });
-        }
-        patterns += regexes_in(node);
-        if patterns > limits.max_patterns {
-            return Err(SchemaLimitError::TooManyPatterns {
-                limit: limits.max_patterns,
-            });
-        }
-        screen_keywords(node, ptr.is_empty())?;
-        if let Some(Value::String(a)) = node.get("$anchor") {
-            anchors.insert(a.clone(), ptr.to_string());
-        }
-        Ok(())
-    })?;
+    let mut census = Census::new(limits);
+    walk_subschemas(schema, "", &mut census)?;
+    census.walk_ref_targets(schema)?;
+    let pattern_weight = census.weigh_regexes()?;
     let expanded = Expander {
         root: schema,
-        anchors: &anchors,
+        anchors: &census.anchors,
         limits,
         memo: HashMap::new(),
         stack: Vec::new(),
     }
     .cost(schema)?;
     Ok(SchemaStats {
-        subschemas,
+        subschemas: census.subschemas,
         expanded,
-        patterns,
+        patterns: census.regexes.len(),
+        pattern_weight,
     })
 }
 
-/// Regular expressions one subschema holds: its `pattern` and the keys of
-/// its `patternProperties`.
-fn regexes_in(node: &Map<String, Value>) -> usize {
-    let pattern = matches!(node.get("pattern"), Some(Value::String(_)));
-    let keyed = match node.get("patternProperties") {
-        Some(Value::Object(props)) => props.len(),
-        _ => 0,
-    };
-    usize::from(pattern) + keyed
+/// What a walk over a schema's subschemas found: their number, anchors,
+/// `$ref`s and distinct regular expressions (each with where it was first
+/// seen). A subschema reached twice is counted once.
+struct Census<'a> {
+    limits: &'a SchemaLimits,
+    seen: HashSet<*const Map<String, Value>>,
+    subschemas: usize,
+    anchors: HashMap<String, String>,
+    refs: Vec<&'a str>,
+    /// Each distinct regex and the pointer where it was first seen.
+    regexes: Vec<(&'a str, String)>,
+    distinct: HashSet<&'a str>,
+}
+
+impl<'a> Census<'a> {
+    fn new(limits: &'a SchemaLimits) -> Self {
+        Census {
+            limits,
+            seen: HashSet::new(),
+            subschemas: 0,
+            anchors: HashMap::new(),
+            refs: Vec::new(),
+            regexes: Vec::new(),
+            distinct: HashSet::new(),
+        }
+    }
+
+    /// Takes one subschema; `false` when it was already taken.
+    fn visit(&mut self, ptr: &str, node: &'a Map<String, Value>) -> Result<bool, SchemaLimitError> {
+        if !self.seen.insert(node as *const _) {
+            return Ok(false);
+        }
+        self.subschemas += 1;
+        if self.subschemas > self.limits.max_subschemas {
+            return Err(SchemaLimitError::TooManySubschemas {
+                limit: self.limits.max_subschemas,
+            });
+        }
+        for (segment, regex) in regexes_in(node) {
+            if self.distinct.insert(regex) {
+                self.regexes.push((regex, format!("{ptr}/{segment}")));
+            }
+        }
+        if self.regexes.len() > self.limits.max_patterns {
+            return Err(SchemaLimitError::TooManyPatterns {
+                limit: self.limits.max_patterns,
+            });
+        }
+        screen_keywords(node, ptr.is_empty())?;
+        if let Some(Value::String(a)) = node.get("$anchor") {
+            self.anchors.insert(a.clone(), ptr.to_string());
+        }
+        if let Some(Value::String(r)) = node.get("$ref") {
+            self.refs.push(r);
+        }
+        Ok(true)
+    }
+
+    /// Walks what `$ref`s point to that the walk from the root did not
+    /// reach (a subschema kept under a keyword no validator applies is
+    /// still compiled when a `$ref` names it). A reference that does not
+    /// resolve is left to the [`Expander`], which refuses it.
+    fn walk_ref_targets(&mut self, root: &'a Value) -> Result<(), SchemaLimitError> {
+        while let Some(reference) = self.refs.pop() {
+            let Ok(target) = resolve_local(reference, &self.anchors) else {
+                continue;
+            };
+            if let Some(node) = root.pointer(&target) {
+                walk_subschemas(node, &target, self)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The regexes' weight in all; the first one over a limit is refused
+    /// with where it is.
+    fn weigh_regexes(&self) -> Result<u64, SchemaLimitError> {
+        let limit = self.limits.max_pattern_weight;
+        let mut total = 0u64;
+        for (regex, at) in &self.regexes {
+            let at = || display_clipped(at, 256);
+            let weight = schema_regex::weigh(regex, MAX_PATTERN_WEIGHT)
+                .map_err(|error| SchemaLimitError::Pattern { at: at(), error })?;
+            total = total.saturating_add(weight);
+            if total > limit {
+                return Err(SchemaLimitError::PatternsTooHeavy { limit });
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// Regular expressions one subschema holds, with their pointer segments:
+/// its `pattern` and the keys of its `patternProperties`.
+fn regexes_in(node: &Map<String, Value>) -> Vec<(String, &str)> {
+    let mut out = Vec::new();
+    if let Some(Value::String(p)) = node.get("pattern") {
+        out.push(("pattern".to_string(), p.as_str()));
+    }
+    if let Some(Value::Object(props)) = node.get("patternProperties") {
+        out.extend(
+            props
+                .keys()
+                .map(|k| (format!("patternProperties/{}", escape(k)), k.as_str())),
+        );
+    }
+    out
 }
 
 fn check_size(size: usize, limits: &SchemaLimits) -> Result<(), SchemaLimitError> {
@@ -264,16 +403,21 @@ fn def_children(node: &Map<String, Value>) -> Vec<(String, &Value)> {
         .collect()
 }
 
-type Visit<'a> = dyn FnMut(&str, &Map<String, Value>) -> Result<(), SchemaLimitError> + 'a;
-
-/// Visit every schema object (applied or under `$defs`) with its pointer.
-fn walk_subschemas(v: &Value, ptr: &str, visit: &mut Visit<'_>) -> Result<(), SchemaLimitError> {
+/// Visit every schema object (applied or under `$defs`) with its pointer,
+/// each once.
+fn walk_subschemas<'a>(
+    v: &'a Value,
+    ptr: &str,
+    census: &mut Census<'a>,
+) -> Result<(), SchemaLimitError> {
     let Value::Object(node) = v else {
         return Ok(());
     };
-    visit(ptr, node)?;
+    if !census.visit(ptr, node)? {
+        return Ok(());
+    }
     for (seg, child) in applied_children(node).into_iter().chain(def_children(node)) {
-        walk_subschemas(child, &format!("{ptr}/{seg}"), visit)?;
+        walk_subschemas(child, &format!("{ptr}/{seg}"), census)?;
     }
     Ok(())
 }
@@ -345,24 +489,31 @@ impl Expander<'_> {
         Ok(cost)
     }
 
-    /// A local reference as a JSON pointer into the root.
     fn resolve(&self, reference: &str) -> Result<String, SchemaLimitError> {
-        let Some(fragment) = reference.strip_prefix('#') else {
-            return Err(SchemaLimitError::RemoteRef {
-                reference: reference.into(),
-            });
-        };
-        let fragment = percent_decode(fragment);
-        if fragment.is_empty() || fragment.starts_with('/') {
-            return Ok(fragment);
-        }
-        self.anchors
-            .get(&fragment)
-            .cloned()
-            .ok_or_else(|| SchemaLimitError::DanglingRef {
-                reference: reference.into(),
-            })
+        resolve_local(reference, self.anchors)
     }
+}
+
+/// A local reference as a JSON pointer into the root.
+fn resolve_local(
+    reference: &str,
+    anchors: &HashMap<String, String>,
+) -> Result<String, SchemaLimitError> {
+    let Some(fragment) = reference.strip_prefix('#') else {
+        return Err(SchemaLimitError::RemoteRef {
+            reference: reference.into(),
+        });
+    };
+    let fragment = percent_decode(fragment);
+    if fragment.is_empty() || fragment.starts_with('/') {
+        return Ok(fragment);
+    }
+    anchors
+        .get(&fragment)
+        .cloned()
+        .ok_or_else(|| SchemaLimitError::DanglingRef {
+            reference: reference.into(),
+        })
 }
 
 /// `%XX` escapes of a URI fragment (invalid escapes are kept as written).

@@ -14,7 +14,7 @@ use crate::run::policy::ServerPolicy;
 use crate::tools::faults::CallFault;
 use crate::tools::naming::{local_name, Binding};
 use crate::tools::tool::Tool;
-use wasm_mcp_protocol::{CheckedSchema, SchemaLimits};
+use wasm_mcp_protocol::{CheckedSchema, RegexBudget, SchemaLimits};
 
 pub const MAX_PAGES: usize = 100;
 pub const MAX_TOOLS: usize = 1000;
@@ -227,6 +227,7 @@ pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, 
         .map(|(name, _)| name.to_string())
         .collect();
     let mut out = Selection::default();
+    let mut regexes = RegexBudget::PER_SOURCE;
     for t in raw {
         if !policy.is_exposed(&t.name) {
             if duplicates.contains(&t.name) && !out.skipped.iter().any(|s| s.name == t.name) {
@@ -247,23 +248,28 @@ pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, 
             });
             continue;
         }
-        out.tools.push(build_tool(policy, t)?);
+        out.tools.push(build_tool(policy, t, &mut regexes)?);
     }
     Ok(out)
 }
 
-/// An exposed tool, its schemas compiled within the limits.
-fn build_tool(policy: &ServerPolicy, t: ListedTool) -> Result<Tool, DiscoveryError> {
+/// An exposed tool, its schemas compiled within the limits, their regular
+/// expressions charged to the server's `regexes`.
+fn build_tool(
+    policy: &ServerPolicy,
+    t: ListedTool,
+    regexes: &mut RegexBudget,
+) -> Result<Tool, DiscoveryError> {
     if !is_object_schema(&t.input_schema) {
         return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
     }
-    let input_validator = compile_schema(&t.name, "input", &t.input_schema)?;
+    let input_validator = compile_schema(&t.name, "input", &t.input_schema, regexes)?;
     let output_validator = match &t.output_schema {
         None | Some(Value::Null) => None,
         Some(s) if !is_object_schema(s) => {
             return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
         }
-        Some(s) => Some(compile_schema(&t.name, "output", s)?),
+        Some(s) => Some(compile_schema(&t.name, "output", s, regexes)?),
     };
     let description = wasm_mcp_protocol::cap_description(
         t.description
@@ -287,14 +293,16 @@ fn build_tool(policy: &ServerPolicy, t: ListedTool) -> Result<Tool, DiscoveryErr
 }
 
 /// Compile a server's schema within the [`SchemaLimits`] (size, depth,
-/// `$ref` expansion, local references only), so validating against it is
-/// bounded.
+/// `$ref` expansion, local references only, regexes by count and weight),
+/// so compiling and validating against it are bounded; its regexes are
+/// charged to `regexes`, the server's budget.
 fn compile_schema(
     tool: &str,
     which: &'static str,
     schema: &Value,
+    regexes: &mut RegexBudget,
 ) -> Result<Arc<CheckedSchema>, DiscoveryError> {
-    CheckedSchema::compile(schema, &SchemaLimits::default())
+    CheckedSchema::compile_within(schema, &SchemaLimits::default(), regexes)
         .map(Arc::new)
         .map_err(|e| DiscoveryError::InvalidSchema {
             tool: tool.into(),
@@ -462,6 +470,41 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// A server's regexes are bounded in all, as a plugin's are on the
+    /// server: five tools of 64 distinct patterns each (within the
+    /// per-schema limit) are 320, over the 256 of one server's budget; the
+    /// fifth tool's schema refuses the server, naming the budget. A heavy
+    /// lookahead chain is refused by its weight alone.
+    #[test]
+    fn a_server_s_regexes_are_bounded_in_all() {
+        let names: Vec<String> = (0..5).map(|i| format!("t{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let p = policy(&refs);
+        let patterned = |t: usize| {
+            let props: serde_json::Map<String, Value> = (0..64)
+                .map(|i| (format!("p{i}"), json!({"pattern": format!("^t{t}p{i}$")})))
+                .collect();
+            json!({"type": "object", "properties": props})
+        };
+        let tools = |n: usize| (0..n).map(|t| raw(&names[t], patterned(t))).collect();
+        assert_eq!(
+            select(&policy(&refs[..4]), tools(4)).unwrap().tools.len(),
+            4
+        );
+        let err = select(&p, tools(5)).unwrap_err();
+        assert!(
+            err.to_string().contains("tool `t4`") && err.to_string().contains("regex budget"),
+            "{err}"
+        );
+        let chain: String = (0..12)
+            .map(|k| format!("(?=[\\s\\S]{{{}}}y)", 2000 + k))
+            .collect();
+        let heavy =
+            json!({"type": "object", "properties": {"a": {"pattern": format!("^{chain}x")}}});
+        let err = select(&policy(&["a"]), vec![raw("a", heavy)]).unwrap_err();
+        assert!(err.to_string().contains("regex weight limit"), "{err}");
     }
 
     #[test]

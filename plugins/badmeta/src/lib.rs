@@ -68,6 +68,8 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
             None,
         ),
         ("slow_regexes".into(), None, slow_regexes(), None),
+        ("lookahead_regexes".into(), None, lookahead_regexes(), None),
+        ("hidden_regexes".into(), None, hidden_regexes(), None),
         (
             "huge_invalid_schema".into(),
             None,
@@ -84,11 +86,43 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
 /// An object schema of 64 properties (the per-schema regex limit), each
 /// with its own `[\s\S]{10000}…` pattern: ~60 ms apiece to compile under
 /// the regex engine's default size limit, distinct so none is cached. 256
-/// tools with two such schemas held a host's start-up for ~1 h; the host's
-/// regex size limit refuses it at the first pattern.
+/// tools with two such schemas held a host's start-up for ~1 h; the host
+/// refuses it by the first pattern's weight, before compiling anything.
 pub fn slow_regexes() -> String {
+    patterned(|i| format!(r"[\\s\\S]{{10000}}{i}"))
+}
+
+/// The same, in the shape the regex engine's size limit did not bound:
+/// `^(?=[\s\S]{2400}y)…x`, four distinct lookaheads. The schema compiler
+/// builds each lookahead as a regex of its own, under the engine's default
+/// limit, and caches them by text: distinct ones took ~35 ms a pattern,
+/// ~2.2 s for the schema (and a 4 KiB pattern holds ~200 of them).
+pub fn lookahead_regexes() -> String {
+    patterned(lookahead_chain)
+}
+
+/// `^(?=[\s\S]{n}y)` for four distinct `n` picked by `i`, then `x`.
+fn lookahead_chain(i: usize) -> String {
+    let parts: String = (0..4)
+        .map(|k| format!(r"(?=[\\s\\S]{{{}}}y)", 2400 + 4 * i + k))
+        .collect();
+    format!("^{parts}x")
+}
+
+/// Such a pattern kept under a keyword no validator applies, reached only
+/// through `$ref` (the schema compiler compiles it; a walk over the applied
+/// keywords never sees it).
+pub fn hidden_regexes() -> String {
+    format!(
+        r##"{{"type":"object","properties":{{"a":{{"$ref":"#/x-hidden/p"}}}},"x-hidden":{{"p":{{"type":"string","pattern":"{}"}}}}}}"##,
+        lookahead_chain(64)
+    )
+}
+
+/// An object schema of 64 properties with the patterns `pattern(0..64)`.
+fn patterned(pattern: impl Fn(usize) -> String) -> String {
     let props: Vec<String> = (0..64)
-        .map(|i| format!(r#""p{i}":{{"pattern":"[\\s\\S]{{10000}}{i}"}}"#))
+        .map(|i| format!(r#""p{i}":{{"pattern":"{}"}}"#, pattern(i)))
         .collect();
     format!(
         r#"{{"type":"object","properties":{{{}}}}}"#,
@@ -181,6 +215,20 @@ mod tests {
             .filter(|d| d.0 == "good_tool")
             .count();
         assert_eq!(good, 2, "the duplicate is part of the test");
+    }
+
+    #[test]
+    fn regex_schemas_hold_the_regexes_they_say() {
+        let v: serde_json::Value = serde_json::from_str(&super::lookahead_regexes()).unwrap();
+        assert_eq!(
+            v["properties"]["p1"]["pattern"],
+            r"^(?=[\s\S]{2404}y)(?=[\s\S]{2405}y)(?=[\s\S]{2406}y)(?=[\s\S]{2407}y)x"
+        );
+        let v: serde_json::Value = serde_json::from_str(&super::hidden_regexes()).unwrap();
+        assert!(v["x-hidden"]["p"]["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with(r"^(?=[\s\S]{2656}y)"));
     }
 
     #[test]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::schema_regex::{PatternError, MAX_PATTERN_WEIGHT};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -167,4 +168,91 @@ fn regexes_are_counted_and_bounded() {
         "patternProperties": {"^a": {}, "^b": {"pattern": "c"}}
     });
     assert_eq!(check_schema(&named, &limits()).unwrap().patterns, 4);
+}
+
+fn string_property(pattern: &str) -> Value {
+    json!({"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}})
+}
+
+/// A regex kept under a keyword no validator applies is still compiled
+/// when a `$ref` names it: it is found, weighed and named by where it is.
+#[test]
+fn regexes_reached_only_through_ref_are_weighed() {
+    let heavy = "[\\s\\S]{10000}";
+    let hidden = json!({"type": "object",
+        "properties": {"a": {"$ref": "#/x-hidden/p"}},
+        "x-hidden": {"p": {"type": "string", "pattern": heavy, "patternProperties": {"^k": {}}}}});
+    let err = check_schema(&hidden, &limits()).unwrap_err();
+    assert_eq!(
+        err,
+        SchemaLimitError::Pattern {
+            at: "/x-hidden/p/pattern".into(),
+            error: PatternError::TooHeavy {
+                limit: MAX_PATTERN_WEIGHT
+            }
+        }
+    );
+    assert!(err.to_string().contains("regex weight limit"), "{err}");
+    let light = json!({"type": "object",
+        "properties": {"a": {"$ref": "#/x-hidden/p"}, "b": {"$ref": "#/x-hidden/p"}},
+        "x-hidden": {"p": {"pattern": "^a", "patternProperties": {"^k": {}, "^a": {}}}}});
+    let stats = check_schema(&light, &limits()).unwrap();
+    assert_eq!(stats.patterns, 2, "distinct: ^a, ^k");
+    assert_eq!(stats.subschemas, 3 + 1 + 2, "root, a, b; p once; its two");
+}
+
+/// Each regex fits alone, but not all of them together.
+#[test]
+fn a_schema_s_regexes_are_weighed_in_all() {
+    let props: Map<String, Value> = (0..5)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"pattern": format!("^a{{{}}}", 240_000 + i)}),
+            )
+        })
+        .collect();
+    let s = json!({"type": "object", "properties": props});
+    assert_eq!(
+        check_schema(&s, &limits()),
+        Err(SchemaLimitError::PatternsTooHeavy { limit: 1_000_000 })
+    );
+    let one = check_schema(&string_property("^a{240000}"), &limits()).unwrap();
+    assert!(one.pattern_weight > 240_000, "{}", one.pattern_weight);
+}
+
+/// A budget shared by schemas refuses the one that does not fit and takes
+/// nothing from it.
+#[test]
+fn a_budget_refuses_without_taking() {
+    let mut budget = RegexBudget {
+        patterns: 3,
+        weight: 100_000,
+    };
+    let light = check_schema(&string_property("^a{10}$"), &limits()).unwrap();
+    let heavy = check_schema(&string_property("^a{200000}$"), &limits()).unwrap();
+    budget.charge(&light).unwrap();
+    let before = budget;
+    let err = budget.charge(&heavy).unwrap_err();
+    assert_eq!(budget, before);
+    assert!(err.to_string().contains("2 regexes of weight"), "{err}");
+    budget.charge(&light).unwrap();
+    budget.charge(&light).unwrap();
+    assert_eq!(budget.patterns, 0);
+    assert!(budget.charge(&light).is_err());
+}
+
+/// Values of the `regex` format longer than a schema regex may be are not
+/// regexes here: the syntax check is quadratic in their named groups.
+#[test]
+fn regex_format_values_are_bounded() {
+    let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object", "properties": {"r": {"type": "string", "format": "regex"}}});
+    let v = crate::compile_value(&schema).unwrap();
+    assert!(v.is_valid(&json!({"r": "^(?<a>x)+$"})));
+    assert!(!v.is_valid(&json!({"r": "("})));
+    let groups: String = (0..1000).map(|i| format!("(?<g{i}>x)")).collect();
+    assert!(groups.len() > crate::schema_regex::MAX_PATTERN_BYTES);
+    assert!(jsonschema_regex::is_valid_ecma_regex(&groups));
+    assert!(!v.is_valid(&json!({"r": groups})));
 }
