@@ -364,6 +364,7 @@ fn descriptors_that_break_the_contract_are_refused_one_by_one() {
         ("slow_regexes", "regex weight limit"),
         ("lookahead_regexes", "regex weight limit"),
         ("hidden_regexes", "regex at /x-hidden/p/pattern"),
+        ("folding_regex", "case-insensitive matching"),
         ("nnnnnnnn", "(4194304 bytes) is not [A-Za-z0-9_-]{1,64}"),
     ] {
         assert!(

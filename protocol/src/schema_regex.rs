@@ -82,11 +82,84 @@ pub fn weigh(pattern: &str, limit: u64) -> Result<u64, PatternError> {
             limit: MAX_CONTROL_ESCAPES,
         });
     }
+    if sets_case_insensitive(pattern) {
+        return Err(CASE_INSENSITIVE);
+    }
+    let whole = weigh_translated(pattern, limit)?;
+    Ok(whole.max(weigh_lookahead_parts(pattern, limit)?))
+}
+
+/// `pattern` translated from ECMA-262 as the schema compiler does, parsed
+/// by fancy-regex and weighed.
+fn weigh_translated(pattern: &str, limit: u64) -> Result<u64, PatternError> {
     let translated =
         jsonschema_regex::to_rust_regex(pattern).map_err(|()| PatternError::Invalid)?;
     let tree = Expr::parse_tree(&translated).map_err(|_| PatternError::Invalid)?;
     let mut scale = Scale { limit, leaves: 0 };
     scale.expr(&tree.expr)
+}
+
+/// A `^(?=A)(?=B)…Z` chain is also compiled part by part, and each part is
+/// translated on its own: the whole pattern, having a lookaround, is not
+/// (an ECMA `.` becomes `[^\n\r\u2028\u2029]` in a part, heavier than
+/// fancy-regex's own). The parts in all, where they translate; a part that
+/// does not makes the compiler take the whole pattern instead.
+fn weigh_lookahead_parts(pattern: &str, limit: u64) -> Result<u64, PatternError> {
+    let Some(parts) = jsonschema_regex::split_leading_lookaheads(pattern) else {
+        return Ok(0);
+    };
+    let mut total = 0u64;
+    for part in &parts {
+        match weigh_translated(part, limit) {
+            Ok(weight) => total = total.saturating_add(weight),
+            Err(e @ PatternError::TooHeavy { .. }) => return Err(e),
+            Err(_) => return Ok(0),
+        }
+        if total > limit {
+            return Err(PatternError::TooHeavy { limit });
+        }
+    }
+    Ok(total)
+}
+
+const CASE_INSENSITIVE: PatternError = PatternError::Unsupported {
+    construct: "case-insensitive matching (an `i` flag)",
+};
+
+/// Whether `pattern` turns on case-insensitive matching (`(?i)`,
+/// `(?i:…)`, `(?-x+i)`…). Refused from the text, before anything is
+/// parsed: the regex parser folds each case-insensitive class code point
+/// by code point, so `(?i)\p{Any}` 583 times (4 KiB) took 2.3 s to parse
+/// and 4.6 s to compile, whatever its weight. JSON Schema's ECMA-262
+/// patterns carry no flags; an `i` inside a character class is refused
+/// too (rare, and the text is all there is to go on here).
+fn sets_case_insensitive(pattern: &str) -> bool {
+    let bytes = pattern.as_bytes();
+    let mut escaped = false;
+    for (i, &b) in bytes.iter().enumerate() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match b {
+            b'\\' => escaped = true,
+            b'(' if bytes.get(i + 1) == Some(&b'?') => {
+                let flags = bytes[i + 2..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphabetic() || **c == b'-');
+                let (mut has_i, mut len) = (false, 0);
+                for &c in flags {
+                    has_i |= c == b'i';
+                    len += 1;
+                }
+                if has_i && matches!(bytes.get(i + 2 + len), Some(b':' | b')')) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Weighs parse trees against one limit. `leaves` sums every leaf's own
@@ -131,12 +204,14 @@ impl Scale {
     fn expr(&mut self, e: &Expr) -> Result<u64, PatternError> {
         match e {
             Expr::Empty | Expr::Assertion(_) | Expr::Backref { .. } | Expr::KeepOut => self.leaf(1),
-            Expr::Any { .. } => self.leaf(any_char_weight()),
+            Expr::Any { newline: true, .. } => self.leaf(any_char_weight()),
+            // As the ECMA translation writes `.`: `[^\n\r\u2028\u2029]`.
+            Expr::Any { newline: false, .. } => self.leaf(ecma_dot_weight()),
             Expr::GeneralNewline { .. } => self.leaf(8),
-            // A case-insensitive letter becomes a class of its cases.
-            Expr::Literal { val, casei } => {
-                self.leaf(val.len() as u64 * if *casei { 4 } else { 1 })
+            Expr::Literal { casei: true, .. } | Expr::Delegate { casei: true, .. } => {
+                Err(CASE_INSENSITIVE)
             }
+            Expr::Literal { val, .. } => self.leaf(val.len() as u64),
             Expr::LiteralBytes { bytes } => self.leaf(bytes.len() as u64),
             Expr::Concat(items) | Expr::Alt(items) => self.sum(items, Self::expr),
             Expr::Group(child) => self.group(child),
@@ -148,7 +223,7 @@ impl Scale {
                     copies(*lo as u64, (*hi != usize::MAX).then_some(*hi as u64)),
                 )
             }
-            Expr::Delegate { inner, casei } => self.delegate(inner, *casei),
+            Expr::Delegate { inner, .. } => self.delegate(inner),
             Expr::Conditional { .. } | Expr::BackrefExistsCondition { .. } => {
                 Err(PatternError::Unsupported {
                     construct: "a conditional",
@@ -177,9 +252,8 @@ impl Scale {
     }
 
     /// A piece fancy-regex hands to the regex crate as written.
-    fn delegate(&mut self, inner: &str, casei: bool) -> Result<u64, PatternError> {
+    fn delegate(&mut self, inner: &str) -> Result<u64, PatternError> {
         let hir = regex_syntax::ParserBuilder::new()
-            .case_insensitive(casei)
             .build()
             .parse(inner)
             .map_err(|_| PatternError::Invalid)?;
@@ -227,6 +301,19 @@ fn utf8_weight(start: char, end: char) -> u64 {
 
 fn any_char_weight() -> u64 {
     utf8_weight('\0', char::MAX)
+}
+
+/// ECMA-262's `.`: anything but `\n`, `\r`, U+2028 and U+2029.
+fn ecma_dot_weight() -> u64 {
+    [
+        ('\0', '\u{9}'),
+        ('\u{B}', '\u{C}'),
+        ('\u{E}', '\u{2027}'),
+        ('\u{202A}', char::MAX),
+    ]
+    .iter()
+    .map(|&(a, b)| utf8_weight(a, b))
+    .sum()
 }
 
 #[cfg(test)]
