@@ -362,9 +362,11 @@ fn descriptors_that_break_the_contract_are_refused_one_by_one() {
         ("huge_title", "256-char title limit"),
         ("huge_invalid_schema", "is not a valid JSON Schema"),
         ("slow_regexes", "regex weight limit"),
-        ("lookahead_regexes", "regex weight limit"),
+        ("lookahead_regexes", "a lookaround or backreference"),
         ("hidden_regexes", "regex at /x-hidden/p/pattern"),
         ("folding_regex", "case-insensitive matching"),
+        ("backtracking_output", "a lookaround or backreference"),
+        ("thrashing_output", "regex DFA limit"),
         ("nnnnnnnn", "(4194304 bytes) is not [A-Za-z0-9_-]{1,64}"),
     ] {
         assert!(

@@ -115,6 +115,24 @@ fn a_plugin_cannot_flood_the_log_through_its_messages() {
     assert!(longest < 8 << 10, "a log line of {longest} bytes");
 }
 
+/// A result whose own schema would read it 490 times (4 MiB, `format:
+/// email` each time) is priced by its length, over the validation budget,
+/// and refused at once; unpriced it ran inline on the executor for ~7 s.
+#[test]
+fn a_result_its_schema_would_read_for_seconds_is_refused_by_its_price() {
+    let (_wt, _dir, mut s, _log) = start(&[]);
+    let (_, r) = call_raw(&mut s, "costly_result");
+    assert_eq!(error_kind(&r), "contract_violation", "{}", text_of(&r));
+    assert!(
+        text_of(&r).contains("over the validation budget"),
+        "{}",
+        text_of(&r)
+    );
+    let (_, r) = call_raw(&mut s, "fits_result");
+    assert!(!is_error(&r), "{r}");
+    assert!(s.shutdown().success());
+}
+
 /// A tool error under the transfer limit is copied and cut to 64 KiB,
 /// with a note of how much was cut.
 #[test]
@@ -264,8 +282,8 @@ fn tools_past_the_per_plugin_cap_are_refused_and_the_rest_served() {
     let tools = s.list_all_tools();
     assert_eq!(tools.len(), 256);
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert!(names.contains(&"huge_error") && names.contains(&"filler_248"));
-    assert!(!names.contains(&"filler_249"));
+    assert!(names.contains(&"huge_error") && names.contains(&"filler_247"));
+    assert!(!names.contains(&"filler_248"));
     assert!(s.shutdown().success());
     let log = log.read();
     assert!(log.contains("306 tools, over the limit of 256"), "{log}");

@@ -53,10 +53,15 @@ pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema
 /// (its weight is bounded before, by `check_schema`), and values of the
 /// `regex` format by [`is_regex_format`](crate::schema_regex::is_regex_format).
 pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
-    let limit = crate::schema_limits::PATTERN_SIZE_LIMIT;
-    // The size limit only: `dfa_size_limit` is the lazy DFA's cache at
-    // validation (2 MiB by default), not a compile bound.
-    let patterns = jsonschema::PatternOptions::fancy_regex().size_limit(limit);
+    // The regex crate alone: its matching is linear in the string, where
+    // fancy-regex's lookarounds and backreferences backtrack (quadratic:
+    // `(?=(a+))\1b` took 11 s on 64 KiB). `schema_regex` refuses those
+    // constructs with a reason before this, and proves each pattern's DFA
+    // fits [`MATCH_DFA_BYTES`](crate::schema_regex::MATCH_DFA_BYTES), so
+    // the lazy DFA's cache (twice that) never thrashes into the slow NFA.
+    let patterns = jsonschema::PatternOptions::regex()
+        .size_limit(crate::schema_limits::PATTERN_SIZE_LIMIT)
+        .dfa_size_limit(2 * crate::schema_regex::MATCH_DFA_BYTES);
     jsonschema::options()
         .with_pattern_options(patterns)
         .with_format("regex", crate::schema_regex::is_regex_format)

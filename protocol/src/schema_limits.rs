@@ -45,8 +45,8 @@ pub struct SchemaLimits {
 
 /// Compiled size at most one schema regex may take (the regex engine's
 /// `size_limit`; its own default is 10 MiB): `[\s\S]{10000}` took ~60 ms
-/// to compile under the default and is refused in ~2 ms under this, while
-/// `^[\p{L}\p{N}_-]{1,64}$` (~20 ms) still compiles.
+/// to compile under the default and is refused in ~2 ms under this (its
+/// weight refuses it first now, see `schema_regex`).
 pub const PATTERN_SIZE_LIMIT: usize = 4 << 20;
 
 /// Default cap on one schema's text: 64 KiB. A `tools/list` page of 50
@@ -94,7 +94,7 @@ pub enum SchemaLimitError {
     TooManyPatterns { limit: usize },
     #[error("regex at {at} {error}")]
     Pattern { at: String, error: PatternError },
-    #[error("schema's regular expressions weigh more than {limit} in all (regex weight limit)")]
+    #[error("schema's regular expressions weigh more than {limit} in all (regex weight limit: 1,000,000 a schema, and what is left of 2,000,000 for a plugin or server)")]
     PatternsTooHeavy { limit: u64 },
     #[error("schema has {count} regular expressions of weight {weight}, over the {left} left of its plugin's or server's regex budget")]
     PatternBudget {
@@ -130,6 +130,13 @@ impl RegexBudget {
         patterns: usize::MAX,
         weight: u64::MAX,
     };
+
+    /// What a refused regex costs: it was weighed (its DFA built up to the
+    /// limit) all the same, so refusals cannot add up without bound.
+    pub fn spend_on_refused(&mut self) {
+        self.patterns = self.patterns.saturating_sub(1);
+        self.weight = self.weight.saturating_sub(MAX_PATTERN_WEIGHT);
+    }
 
     /// Take what `stats` needs, or refuse and take nothing.
     pub fn charge(&mut self, stats: &SchemaStats) -> Result<(), SchemaLimitError> {
@@ -266,17 +273,26 @@ impl<'a> Census<'a> {
 
     /// The regexes' weight in all; the first one over a limit is refused
     /// with where it is.
+    /// Each regex is weighed within what is left of the schema's limit, so
+    /// the work stops where the limit is passed.
     fn weigh_regexes(&self) -> Result<u64, SchemaLimitError> {
         let limit = self.limits.max_pattern_weight;
         let mut total = 0u64;
         for (regex, at) in &self.regexes {
-            let at = || display_clipped(at, 256);
-            let weight = schema_regex::weigh(regex, MAX_PATTERN_WEIGHT)
-                .map_err(|error| SchemaLimitError::Pattern { at: at(), error })?;
-            total = total.saturating_add(weight);
-            if total > limit {
-                return Err(SchemaLimitError::PatternsTooHeavy { limit });
-            }
+            let left = limit - total;
+            let weight =
+                schema_regex::weigh(regex, MAX_PATTERN_WEIGHT.min(left)).map_err(|error| {
+                    match error {
+                        PatternError::TooHeavy { .. } if left < MAX_PATTERN_WEIGHT => {
+                            SchemaLimitError::PatternsTooHeavy { limit }
+                        }
+                        error => SchemaLimitError::Pattern {
+                            at: display_clipped(at, 256),
+                            error,
+                        },
+                    }
+                })?;
+            total += weight;
         }
         Ok(total)
     }

@@ -3,18 +3,19 @@
 //! it may use, and what compiling it may cost, judged before the schema
 //! compiler sees it.
 //!
-//! jsonschema compiles a pattern by several routes: the whole pattern in
-//! fancy-regex (which hands each lookaround-free piece to the regex crate,
-//! each under its own size limit), each part of a `^(?=…)(?=…)…` chain as a
-//! regex of its own (under the regex crate's default 10 MiB limit, not ours),
-//! a literal sequence whose fallback regex is compiled at its first match.
-//! An engine's size limit bounds one program, not how many a pattern makes.
-//! So the bound here is on the pattern itself, whatever route compiles it:
-//! its **weight**, the program size the regex crate's compiler would build
-//! for it whole (every counted repetition written out, every character class
-//! as its UTF-8 byte sequences). Each route compiles the pattern or disjoint
-//! parts of it, so each compiles at most this weight, and compile time grows
-//! linearly with it (`bench`-style numbers in the tests).
+//! Two costs are bounded. **Compiling**: a regex's **weight** is the
+//! program size the regex crate's compiler would build for it (every
+//! counted repetition written out, every character class as its UTF-8
+//! byte sequences); compile time grows linearly with it. **Matching**: the
+//! schema compiler uses the regex crate alone, whose search is linear in
+//! the string as long as its lazy DFA's cache holds the states the search
+//! needs; each pattern's whole DFA is built once here under
+//! [`MATCH_DFA_BYTES`], so a pattern whose DFA would thrash that cache
+//! (`a{3000}[^a]` took 3.4 s on 128 KiB, falling back to the NFA) is
+//! refused. Lookarounds and backreferences are refused with a reason (the
+//! engine has none; fancy-regex's are quadratic: `(?=(a+))\1b` took 11 s on
+//! 64 KiB, and a backtracking error made jsonschema re-run the whole
+//! validation up to 64 times).
 
 use fancy_regex::Expr;
 use regex_syntax::hir::{Class, Hir, HirKind};
@@ -34,10 +35,9 @@ pub const MAX_CONTROL_ESCAPES: usize = 32;
 /// Heaviest accepted regex (see the module doc). Compile time per unit is
 /// at most ~0.2 µs (measured on a 2-core Xeon: `[\s\S]{2000}` weighs 54,000
 /// and compiles in 5–7 ms, `a{100000}` 100,000 in 8–13 ms), so one pattern
-/// compiles in at most ~50 ms. Unicode classes weigh more than they cost
-/// (the compiler shares their UTF-8 suffixes): `^[\p{L}\p{N}_-]{1,64}$`
-/// weighs 203,524 and compiles in ~2 ms, so it still fits;
-/// `[\s\S]{10000}` (270,001) does not.
+/// compiles in at most ~50 ms; `[\s\S]{10000}` (270,001) is over. The
+/// weight adds the pattern's DFA bytes / 4 ([`MATCH_DFA_BYTES`]), so a
+/// plugin's budget bounds the DFA builds too.
 pub const MAX_PATTERN_WEIGHT: u64 = 250_000;
 
 /// Why a schema regex was refused.
@@ -55,6 +55,8 @@ pub enum PatternError {
     Unsupported { construct: &'static str },
     #[error("would compile to a program of more than {limit} units (regex weight limit)")]
     TooHeavy { limit: u64 },
+    #[error("needs a DFA of more than {limit} bytes to match in time linear in the string (regex DFA limit; bound lengths with minLength/maxLength, not counted repetitions)")]
+    TooManyStates { limit: usize },
 }
 
 /// The `regex` format as values are checked against it (drafts 4 to 7
@@ -85,41 +87,64 @@ pub fn weigh(pattern: &str, limit: u64) -> Result<u64, PatternError> {
     if sets_case_insensitive(pattern) {
         return Err(CASE_INSENSITIVE);
     }
-    let whole = weigh_translated(pattern, limit)?;
-    Ok(whole.max(weigh_lookahead_parts(pattern, limit)?))
-}
-
-/// `pattern` translated from ECMA-262 as the schema compiler does, parsed
-/// by fancy-regex and weighed.
-fn weigh_translated(pattern: &str, limit: u64) -> Result<u64, PatternError> {
+    // Translated from ECMA-262 as the schema compiler does; parsed by
+    // fancy-regex, whose tree names the constructs refused.
     let translated =
         jsonschema_regex::to_rust_regex(pattern).map_err(|()| PatternError::Invalid)?;
     let tree = Expr::parse_tree(&translated).map_err(|_| PatternError::Invalid)?;
-    let mut scale = Scale { limit, leaves: 0 };
-    scale.expr(&tree.expr)
+    let program = Scale { limit, leaves: 0 }.expr(&tree.expr)?;
+    let automaton = linear_match_dfa_bytes(&translated)? as u64 / DFA_BYTES_PER_UNIT;
+    let weight = program.saturating_add(automaton);
+    if weight > limit {
+        return Err(PatternError::TooHeavy { limit });
+    }
+    Ok(weight)
 }
 
-/// A `^(?=A)(?=B)…Z` chain is also compiled part by part, and each part is
-/// translated on its own: the whole pattern, having a lookaround, is not
-/// (an ECMA `.` becomes `[^\n\r\u2028\u2029]` in a part, heavier than
-/// fancy-regex's own). The parts in all, where they translate; a part that
-/// does not makes the compiler take the whole pattern instead.
-fn weigh_lookahead_parts(pattern: &str, limit: u64) -> Result<u64, PatternError> {
-    let Some(parts) = jsonschema_regex::split_leading_lookaheads(pattern) else {
-        return Ok(0);
-    };
-    let mut total = 0u64;
-    for part in &parts {
-        match weigh_translated(part, limit) {
-            Ok(weight) => total = total.saturating_add(weight),
-            Err(e @ PatternError::TooHeavy { .. }) => return Err(e),
-            Err(_) => return Ok(0),
+/// Bytes the whole DFA of one pattern (unanchored, as `pattern` searches)
+/// may take, and its construction too: ~12 ms at most to build or refuse
+/// here. The schema compiler's lazy DFA gets twice this as its cache, so it
+/// never clears and gives up. `^[a-zA-Z0-9_-]{1,64}$` needs 4.5 KB,
+/// `^[\p{L}\p{N}_-]+$` 171 KB; `^[\p{L}\p{N}_-]{1,64}$` needs 10.8 MB
+/// (write the length as `maxLength`).
+pub const MATCH_DFA_BYTES: usize = 256 << 10;
+
+/// DFA bytes that weigh one unit: building them costs about what compiling
+/// that weight does, so a plugin's weight budget bounds both.
+const DFA_BYTES_PER_UNIT: u64 = 4;
+
+/// Builds the pattern's DFA under [`MATCH_DFA_BYTES`] (the work stops at
+/// the limit) and returns its size; the pattern is refused when it does not
+/// fit, or when its DFA cannot be built at all (a Unicode word boundary: the
+/// lazy DFA quits on the first non-ASCII byte and the search falls back to
+/// the NFA).
+fn linear_match_dfa_bytes(translated: &str) -> Result<usize, PatternError> {
+    use regex_automata::dfa::{dense, StartKind};
+    use regex_automata::nfa::thompson;
+    let config = dense::Config::new()
+        .start_kind(StartKind::Unanchored)
+        .minimize(false)
+        .dfa_size_limit(Some(MATCH_DFA_BYTES))
+        .determinize_size_limit(Some(MATCH_DFA_BYTES));
+    let nfa = thompson::Config::new()
+        .nfa_size_limit(Some(crate::schema_limits::PATTERN_SIZE_LIMIT))
+        .shrink(false);
+    match dense::Builder::new()
+        .configure(config)
+        .thompson(nfa)
+        .build(translated)
+    {
+        Ok(dfa) => Ok(dfa.memory_usage()),
+        Err(_) if translated.contains("\\b") || translated.contains("\\B") => {
+            Err(PatternError::Unsupported {
+                construct: "a word boundary (`\\b`, `\\B`)",
+            })
         }
-        if total > limit {
-            return Err(PatternError::TooHeavy { limit });
-        }
+        // Over a size limit (the DFA's, its construction's, the NFA's).
+        Err(_) => Err(PatternError::TooManyStates {
+            limit: MATCH_DFA_BYTES,
+        }),
     }
-    Ok(total)
 }
 
 const CASE_INSENSITIVE: PatternError = PatternError::Unsupported {
@@ -203,7 +228,7 @@ impl Scale {
 
     fn expr(&mut self, e: &Expr) -> Result<u64, PatternError> {
         match e {
-            Expr::Empty | Expr::Assertion(_) | Expr::Backref { .. } | Expr::KeepOut => self.leaf(1),
+            Expr::Empty | Expr::Assertion(_) => self.leaf(1),
             Expr::Any { newline: true, .. } => self.leaf(any_char_weight()),
             // As the ECMA translation writes `.`: `[^\n\r\u2028\u2029]`.
             Expr::Any { newline: false, .. } => self.leaf(ecma_dot_weight()),
@@ -215,7 +240,12 @@ impl Scale {
             Expr::LiteralBytes { bytes } => self.leaf(bytes.len() as u64),
             Expr::Concat(items) | Expr::Alt(items) => self.sum(items, Self::expr),
             Expr::Group(child) => self.group(child),
-            Expr::LookAround(child, _) | Expr::AtomicGroup(child) => self.group(child),
+            Expr::LookAround(..) | Expr::Backref { .. } => Err(PatternError::Unsupported {
+                construct: "a lookaround or backreference (matched by backtracking, in time up to quadratic in the string)",
+            }),
+            Expr::AtomicGroup(_) | Expr::KeepOut => Err(PatternError::Unsupported {
+                construct: "an atomic group or `\\K`",
+            }),
             Expr::Repeat { child, lo, hi, .. } => {
                 let child = self.expr(child)?;
                 self.repeat(
@@ -251,7 +281,8 @@ impl Scale {
         self.check(child.saturating_add(2))
     }
 
-    /// A piece fancy-regex hands to the regex crate as written.
+    /// A piece fancy-regex's parser leaves as regex-crate syntax (a class,
+    /// an escape), weighed as the regex crate parses it.
     fn delegate(&mut self, inner: &str) -> Result<u64, PatternError> {
         let hir = regex_syntax::ParserBuilder::new()
             .build()

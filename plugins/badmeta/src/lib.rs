@@ -72,6 +72,18 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
         ("hidden_regexes".into(), None, hidden_regexes(), None),
         ("folding_regex".into(), None, folding_regex(), None),
         (
+            "backtracking_output".into(),
+            None,
+            plain.clone(),
+            Some(string_pattern(r"(?=(a+))\\1b")),
+        ),
+        (
+            "thrashing_output".into(),
+            None,
+            plain.clone(),
+            Some(string_pattern(r"a{3000}[^a]")),
+        ),
+        (
             "huge_invalid_schema".into(),
             None,
             format!(
@@ -97,7 +109,8 @@ pub fn slow_regexes() -> String {
 /// `^(?=[\s\S]{2400}y)…x`, four distinct lookaheads. The schema compiler
 /// builds each lookahead as a regex of its own, under the engine's default
 /// limit, and caches them by text: distinct ones took ~35 ms a pattern,
-/// ~2.2 s for the schema (and a 4 KiB pattern holds ~200 of them).
+/// ~2.2 s for the schema (and a 4 KiB pattern holds ~200 of them). The host
+/// now refuses lookarounds (its engine is the regex crate alone).
 pub fn lookahead_regexes() -> String {
     patterned(lookahead_chain)
 }
@@ -128,6 +141,14 @@ pub fn folding_regex() -> String {
         r#"{{"type":"object","properties":{{"a":{{"type":"string","pattern":"^(?=(?i){})"}}}}}}"#,
         r"\\p{Any}".repeat(583)
     )
+}
+
+/// An object schema whose string `s` must match `pattern` (JSON-escaped).
+/// As output schemas: `(?=(a+))\1b` matched a plugin's own 64 KiB result in
+/// 11 s by backtracking, `a{3000}[^a]` 128 KiB in 3.4 s once the lazy DFA
+/// gave up (both inline on the executor, found by a helper).
+fn string_pattern(pattern: &str) -> String {
+    format!(r#"{{"type":"object","properties":{{"s":{{"type":"string","pattern":"{pattern}"}}}}}}"#)
 }
 
 /// An object schema of 64 properties with the patterns `pattern(0..64)`.

@@ -5,7 +5,9 @@
 //! host's per-plugin cap (`filler_000`…), so the tail is refused. Also
 //! result texts that are not JSON the host can take: nesting a million deep
 //! and a lone surrogate escape. And a 1 MiB result its own output schema
-//! refuses (the validator's message quotes the value).
+//! refuses (the validator's message quotes the value), and a 4 MiB string
+//! its output schema checks 490 times (`format: email`, each a pass over
+//! it: ~7 s when the host priced a string as one node and ran it inline).
 
 use serde_json::json;
 use wasm_mcp_guest::{ErrorCode, Tool, ToolError};
@@ -19,9 +21,10 @@ pub const WIRE_TOOLS: &[&str] = &[
     "deep_result",
     "surrogate_result",
     "violating_result",
+    "costly_result",
 ];
 /// Filler tools: with the wire tools, 306 declared.
-pub const FILLERS: usize = 299;
+pub const FILLERS: usize = 298;
 
 /// `{"n":[1e9,1e9,…]}` of about `bytes` bytes: each `1e9` becomes
 /// `1000000000.0` once parsed and serialized again (3.25× larger).
@@ -59,15 +62,26 @@ pub fn tools() -> Vec<Tool> {
                 .description("bigwire test tool")
                 .read_only()
                 .idempotent();
-            match tool.name() == "violating_result" {
-                true => tool.output_schema(json!({
+            match tool.name() {
+                "violating_result" => tool.output_schema(json!({
                     "type": "object",
                     "properties": {"s": {"enum": ["a"]}}
                 })),
-                false => tool,
+                "costly_result" => tool.output_schema(costly_schema()),
+                _ => tool,
             }
         })
         .collect()
+}
+
+/// A draft-07 schema (formats are checked) whose `s` is checked 490 times.
+fn costly_schema() -> serde_json::Value {
+    let checks: Vec<_> = (0..490).map(|_| json!({"format": "email"})).collect();
+    json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"s": {"allOf": checks}}
+    })
 }
 
 fn run(name: &str) -> Result<String, ToolError> {
@@ -85,6 +99,7 @@ fn run(name: &str) -> Result<String, ToolError> {
         )),
         "surrogate_result" => Ok(r#"{"s":"\ud800"}"#.into()),
         "violating_result" => Ok(format!("{{\"s\":\"{}\"}}", "v".repeat(1 << 20))),
+        "costly_result" => Ok(format!("{{\"s\":\"{}\"}}", "a".repeat(4 << 20))),
         _ => Ok("{}".into()),
     }
 }
@@ -113,6 +128,6 @@ mod tests {
         assert!(out.starts_with("{\"n\":[1e9,1e9,"), "not re-serialized");
         let e = wasm_mcp_guest::call(&t, "huge_error", "{}").unwrap_err();
         assert_eq!(e.message.len(), 100 << 20);
-        assert_eq!(wasm_mcp_guest::call(&t, "filler_298", "{}").unwrap(), "{}");
+        assert_eq!(wasm_mcp_guest::call(&t, "filler_297", "{}").unwrap(), "{}");
     }
 }

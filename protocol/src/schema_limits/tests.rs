@@ -162,6 +162,12 @@ fn regexes_are_counted_and_bounded() {
     let unicode =
         json!({"type": "object", "properties": {"a": {"pattern": "^[\\p{L}\\p{N}_-]{1,64}$"}}});
     assert!(crate::schema::compile_value(&unicode).is_ok());
+    // The engine is the regex crate alone: no backtracking construct
+    // compiles, checked or not.
+    for p in [r"(?=(a+))\1b", r"(?<=a.*)x", r"^(?=.*\d)\w+$"] {
+        let s = json!({"type": "object", "properties": {"a": {"pattern": p}}});
+        assert!(crate::schema::compile_value(&s).is_err(), "{p}");
+    }
     let named = json!({
         "type": "object",
         "properties": {"pattern": {"type": "string", "pattern": "^x"}},
@@ -204,33 +210,30 @@ fn regexes_reached_only_through_ref_are_weighed() {
 /// Each regex fits alone, but not all of them together.
 #[test]
 fn a_schema_s_regexes_are_weighed_in_all() {
-    let props: Map<String, Value> = (0..5)
-        .map(|i| {
-            (
-                format!("p{i}"),
-                json!({"pattern": format!("^a{{{}}}", 240_000 + i)}),
-            )
-        })
+    let unicode = |i: usize| format!("^[\\p{{L}}\\p{{N}}_-]+{i}$");
+    let one = check_schema(&string_property(&unicode(0)), &limits()).unwrap();
+    assert!(one.pattern_weight > 40_000, "{}", one.pattern_weight);
+    let n = (1_000_000 / one.pattern_weight + 1) as usize;
+    let props: Map<String, Value> = (0..n)
+        .map(|i| (format!("p{i}"), json!({"pattern": unicode(i)})))
         .collect();
     let s = json!({"type": "object", "properties": props});
     assert_eq!(
         check_schema(&s, &limits()),
         Err(SchemaLimitError::PatternsTooHeavy { limit: 1_000_000 })
     );
-    let one = check_schema(&string_property("^a{240000}"), &limits()).unwrap();
-    assert!(one.pattern_weight > 240_000, "{}", one.pattern_weight);
 }
 
 /// A budget shared by schemas refuses the one that does not fit and takes
-/// nothing from it.
+/// nothing from it; a refused regex costs it as a heavy one.
 #[test]
 fn a_budget_refuses_without_taking() {
     let mut budget = RegexBudget {
         patterns: 3,
-        weight: 100_000,
+        weight: 30_000,
     };
     let light = check_schema(&string_property("^a{10}$"), &limits()).unwrap();
-    let heavy = check_schema(&string_property("^a{200000}$"), &limits()).unwrap();
+    let heavy = check_schema(&string_property("^[\\p{L}\\p{N}_-]+$"), &limits()).unwrap();
     budget.charge(&light).unwrap();
     let before = budget;
     let err = budget.charge(&heavy).unwrap_err();
@@ -240,6 +243,12 @@ fn a_budget_refuses_without_taking() {
     budget.charge(&light).unwrap();
     assert_eq!(budget.patterns, 0);
     assert!(budget.charge(&light).is_err());
+    let mut budget = RegexBudget::PER_SOURCE;
+    budget.spend_on_refused();
+    assert_eq!(
+        budget.weight,
+        RegexBudget::PER_SOURCE.weight - MAX_PATTERN_WEIGHT
+    );
 }
 
 /// Values of the `regex` format longer than a schema regex may be are not
