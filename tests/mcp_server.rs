@@ -367,6 +367,7 @@ fn descriptors_that_break_the_contract_are_refused_one_by_one() {
         ("folding_regex", "case-insensitive matching"),
         ("backtracking_output", "a lookaround or backreference"),
         ("thrashing_output", "regex DFA limit"),
+        ("nfa_output", "regex NFA limit"),
         ("nnnnnnnn", "(4194304 bytes) is not [A-Za-z0-9_-]{1,64}"),
     ] {
         assert!(

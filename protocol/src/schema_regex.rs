@@ -57,6 +57,8 @@ pub enum PatternError {
     TooHeavy { limit: u64 },
     #[error("needs a DFA of more than {limit} bytes to match in time linear in the string (regex DFA limit; bound lengths with minLength/maxLength, not counted repetitions)")]
     TooManyStates { limit: usize },
+    #[error("compiles to more than {limit} NFA states, more than a DFA's cache can search in linear time (regex NFA limit)")]
+    TooManyNfaStates { limit: usize },
 }
 
 /// The `regex` format as values are checked against it (drafts 4 to 7
@@ -113,38 +115,77 @@ pub const MATCH_DFA_BYTES: usize = 256 << 10;
 /// that weight does, so a plugin's weight budget bounds both.
 const DFA_BYTES_PER_UNIT: u64 = 4;
 
-/// Builds the pattern's DFA under [`MATCH_DFA_BYTES`] (the work stops at
-/// the limit) and returns its size; the pattern is refused when it does not
-/// fit, or when its DFA cannot be built at all (a Unicode word boundary: the
-/// lazy DFA quits on the first non-ASCII byte and the search falls back to
-/// the NFA).
+/// Most NFA states a pattern may compile to, forward and reversed (the
+/// engine's reverse strategies search backwards). A lazy DFA needs a cache
+/// of at least ~27 bytes a NFA state: past ~19,000 states it does not fit
+/// its cache, is never built, and every match runs on the NFA at up to one
+/// step per state per byte. `(?:[ab]*){10000}c`, whose DFA has 4 states,
+/// took 0.27 s on a 1 KiB string (a helper's find).
+pub const MAX_NFA_STATES: usize = 8_000;
+
+/// Proves the pattern matches in linear time, as the schema compiler's
+/// regex engine will run it, and returns its DFA's size: its NFA, forward
+/// and reversed, has at most [`MAX_NFA_STATES`] and a lazy DFA with the
+/// engine's cache can be built on each; its whole unanchored DFA fits
+/// [`MATCH_DFA_BYTES`] (the work stops at the limit), so the lazy DFA never
+/// clears its cache and gives up. A Unicode word boundary is refused: the
+/// DFA quits on the first non-ASCII byte and the search falls back to the
+/// NFA.
 fn linear_match_dfa_bytes(translated: &str) -> Result<usize, PatternError> {
     use regex_automata::dfa::{dense, StartKind};
-    use regex_automata::nfa::thompson;
+    use regex_automata::{hybrid, nfa::thompson};
+    let refused = |e: PatternError| {
+        if translated.contains("\\b") || translated.contains("\\B") {
+            return PatternError::Unsupported {
+                construct: "a word boundary (`\\b`, `\\B`)",
+            };
+        }
+        e
+    };
+    let dfa_limit = PatternError::TooManyStates {
+        limit: MATCH_DFA_BYTES,
+    };
+    let nfa_limit = PatternError::TooManyNfaStates {
+        limit: MAX_NFA_STATES,
+    };
+    let lazy = hybrid::dfa::Config::new()
+        .cache_capacity(2 * MATCH_DFA_BYTES)
+        .skip_cache_capacity_check(false);
+    let mut forward = None;
+    for reverse in [false, true] {
+        let config = thompson::Config::new()
+            .nfa_size_limit(Some(crate::schema_limits::PATTERN_SIZE_LIMIT))
+            .shrink(false)
+            .reverse(reverse);
+        // A reversed NFA has no capture states (as the engine builds it).
+        let config = match reverse {
+            true => config.which_captures(thompson::WhichCaptures::None),
+            false => config,
+        };
+        let nfa = thompson::Compiler::new()
+            .configure(config)
+            .build(translated)
+            .map_err(|_| nfa_limit.clone())?;
+        if nfa.states().len() > MAX_NFA_STATES {
+            return Err(nfa_limit);
+        }
+        hybrid::dfa::Builder::new()
+            .configure(lazy.clone())
+            .build_from_nfa(nfa.clone())
+            .map_err(|_| refused(nfa_limit.clone()))?;
+        forward.get_or_insert(nfa);
+    }
     let config = dense::Config::new()
         .start_kind(StartKind::Unanchored)
         .minimize(false)
         .dfa_size_limit(Some(MATCH_DFA_BYTES))
         .determinize_size_limit(Some(MATCH_DFA_BYTES));
-    let nfa = thompson::Config::new()
-        .nfa_size_limit(Some(crate::schema_limits::PATTERN_SIZE_LIMIT))
-        .shrink(false);
-    match dense::Builder::new()
+    let nfa = forward.expect("built above");
+    dense::Builder::new()
         .configure(config)
-        .thompson(nfa)
-        .build(translated)
-    {
-        Ok(dfa) => Ok(dfa.memory_usage()),
-        Err(_) if translated.contains("\\b") || translated.contains("\\B") => {
-            Err(PatternError::Unsupported {
-                construct: "a word boundary (`\\b`, `\\B`)",
-            })
-        }
-        // Over a size limit (the DFA's, its construction's, the NFA's).
-        Err(_) => Err(PatternError::TooManyStates {
-            limit: MATCH_DFA_BYTES,
-        }),
-    }
+        .build_from_nfa(&nfa)
+        .map(|dfa| dfa.memory_usage())
+        .map_err(|_| refused(dfa_limit))
 }
 
 const CASE_INSENSITIVE: PatternError = PatternError::Unsupported {

@@ -84,6 +84,12 @@ pub fn over_limits() -> Vec<(String, Option<String>, String, Option<String>)> {
             Some(string_pattern(r"a{3000}[^a]")),
         ),
         (
+            "nfa_output".into(),
+            None,
+            plain.clone(),
+            Some(string_pattern(r"(?:[ab]*){10000}c")),
+        ),
+        (
             "huge_invalid_schema".into(),
             None,
             format!(
@@ -146,7 +152,9 @@ pub fn folding_regex() -> String {
 /// An object schema whose string `s` must match `pattern` (JSON-escaped).
 /// As output schemas: `(?=(a+))\1b` matched a plugin's own 64 KiB result in
 /// 11 s by backtracking, `a{3000}[^a]` 128 KiB in 3.4 s once the lazy DFA
-/// gave up (both inline on the executor, found by a helper).
+/// gave up, `(?:[ab]*){10000}c` 1 KiB in 0.27 s with no lazy DFA at all
+/// (its NFA too large for the cache; all inline on the executor, found by
+/// helpers).
 fn string_pattern(pattern: &str) -> String {
     format!(r#"{{"type":"object","properties":{{"s":{{"type":"string","pattern":"{pattern}"}}}}}}"#)
 }

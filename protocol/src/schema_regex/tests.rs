@@ -24,8 +24,8 @@ fn real_patterns_are_light() {
         assert!(w < 20_000, "{p}: {w}");
     }
     // Unicode classes weigh by their UTF-8 sequences and their DFA; an
-    // unbounded run fits, a counted one needs 10.8 MB of DFA (the length
-    // belongs in `maxLength`).
+    // unbounded run fits, a counted one needs 10.8 MB of DFA and ~88,000
+    // NFA states reversed (the length belongs in `maxLength`).
     let unicode = weight(r"^[\p{L}\p{N}_-]+$").unwrap();
     assert!(
         unicode > 10_000 && unicode < MAX_PATTERN_WEIGHT,
@@ -33,8 +33,8 @@ fn real_patterns_are_light() {
     );
     assert_eq!(
         weight(r"^[\p{L}\p{N}_-]{1,64}$"),
-        Err(PatternError::TooManyStates {
-            limit: MATCH_DFA_BYTES
+        Err(PatternError::TooManyNfaStates {
+            limit: MAX_NFA_STATES
         })
     );
 }
@@ -109,6 +109,18 @@ fn patterns_that_need_a_large_dfa_are_refused() {
         );
     }
     assert!(weight(r"a{100}[^a]").is_ok());
+    // A DFA of 4 states, but an NFA too large for the lazy DFA's cache:
+    // never built, every match ran on the NFA (0.27 s on 1 KiB).
+    for p in [r"(?:[ab]*){10000}c", r"(?:[ab]*){5000}c(?:x|y){4000}"] {
+        assert_eq!(
+            weight(p),
+            Err(PatternError::TooManyNfaStates {
+                limit: MAX_NFA_STATES
+            }),
+            "{p}"
+        );
+    }
+    assert!(weight(r"(?:[ab]*){1000}c").is_ok());
     assert!(matches!(
         weight(r"\b[a-z]{30}\d\b"),
         Err(PatternError::Unsupported { construct }) if construct.contains("word boundary")
