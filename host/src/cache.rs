@@ -53,7 +53,8 @@ pub struct Compiles {
     pub peak: usize,
     /// Finished baseline (Winch) compiles.
     pub baseline: usize,
-    /// Finished Cranelift compiles.
+    /// Finished Cranelift compiles, each with its cache entry written
+    /// (when it could be).
     pub optimized: usize,
 }
 
@@ -155,13 +156,13 @@ impl ComponentCache {
             return Ok((c, CacheOutcome::Hit));
         }
         let entry = self.entry(engine, digest);
-        let compiled = {
-            let _counted = self.compiles.enter(CodeTier::Optimized);
-            engine
-                .precompile_component(bytes)
-                .map_err(anyhow::Error::from)
-                .context("compiling component")?
-        };
+        // Counted as done once its cache entry is written (or could not
+        // be), so a finished count means the entry is on disk.
+        let _counted = self.compiles.enter(CodeTier::Optimized);
+        let compiled = engine
+            .precompile_component(bytes)
+            .map_err(anyhow::Error::from)
+            .context("compiling component")?;
         // Mapped from the cache file when it could be written: its code pages
         // are then shared with every other server using the same cache
         // (not a private copy per process).
