@@ -57,9 +57,76 @@ pub struct Catalog {
 }
 
 /// What the regular expressions of one plugin's schemas may cost in all
-/// (their count and weight, see `wasm_mcp_protocol::schema_regex`): a
-/// rebuild of the catalog compiles them again. Tools past it are refused.
+/// (their count and weight, see `wasm_mcp_protocol::schema_regex`), charged
+/// in declaration order, allow-listed or not. Tools past it are refused.
 pub const REGEX_BUDGET_PER_PLUGIN: RegexBudget = RegexBudget::PER_SOURCE;
+
+/// One plugin's tools as built for the catalog, once per loaded plugin
+/// (kept in [`Plugin`]): a rebuild after another plugin changes, or after
+/// a grant's allowlist is applied, compiles none of its schemas again.
+/// Holds no `Arc<Plugin>` (it lives inside the plugin).
+pub struct PluginTools {
+    /// The rejection of the tools past [`MAX_TOOLS_PER_PLUGIN`].
+    over_cap: Option<Rejection>,
+    /// The admitted tools, in declaration order.
+    declared: Vec<Declared>,
+}
+
+/// One admitted declaration.
+enum Declared {
+    /// Its name breaks a rule of its own (invalid, or declared twice):
+    /// reported whatever the allowlist says.
+    Refused(Rejection),
+    /// Its name, and the tool built from it or why it could not be (reported
+    /// only when the tool would be published).
+    Named(String, std::result::Result<Built, Rejection>),
+}
+
+/// A published tool without its plugin.
+#[derive(Clone)]
+struct Built {
+    tool: Tool,
+    input: Arc<CheckedSchema>,
+    output: Option<Arc<CheckedSchema>>,
+    filesystem: Filesystem,
+    wire_bytes: usize,
+}
+
+impl PluginTools {
+    /// Checks each admitted declaration's name, then builds it (title,
+    /// schemas), the regexes charged to one [`REGEX_BUDGET_PER_PLUGIN`].
+    fn build(plugin: &Plugin) -> PluginTools {
+        let pname = plugin.path.display().to_string();
+        let (admitted, over_cap) = within_tool_cap(&pname, &plugin.tools);
+        let mut seen_here = std::collections::HashSet::new();
+        let mut regexes = REGEX_BUDGET_PER_PLUGIN;
+        let declared = admitted
+            .iter()
+            .map(|raw| {
+                let reject = |reason: String| Rejection {
+                    plugin: pname.clone(),
+                    tool: Some(shown_name(&raw.name).into_owned()),
+                    reason: display_clipped(&reason, SHOWN_TEXT_BYTES),
+                };
+                // First: no other rule (and no log line) sees a name that
+                // breaks this one, which may be megabytes long.
+                if !valid_tool_name(&raw.name) {
+                    let name = quoted_name(&raw.name);
+                    return Declared::Refused(reject(format!(
+                        "tool name {name} is not {TOOL_NAME_RULE}"
+                    )));
+                }
+                if !seen_here.insert(raw.name.as_str()) {
+                    return Declared::Refused(reject("declared twice by the same plugin".into()));
+                }
+                let built =
+                    build_tool(raw, plugin, &mut regexes).map_err(|e| reject(format!("{e:#}")));
+                Declared::Named(raw.name.clone(), built)
+            })
+            .collect();
+        PluginTools { over_cap, declared }
+    }
+}
 
 /// Parse, check the [`SchemaLimits`] and compile one of a tool's schemas,
 /// its regular expressions charged to `regexes`.
@@ -88,11 +155,7 @@ fn check_title(title: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-fn build_tool(
-    raw: &RawTool,
-    plugin: &Arc<Plugin>,
-    regexes: &mut RegexBudget,
-) -> Result<CatalogTool> {
+fn build_tool(raw: &RawTool, plugin: &Plugin, regexes: &mut RegexBudget) -> Result<Built> {
     check_title(raw.title.as_deref())?;
     let (input_schema, input) = load_schema(&raw.input_schema, "input-schema", regexes)?;
     let (output_schema, output) = match &raw.output_schema {
@@ -116,9 +179,8 @@ fn build_tool(
         tool = tool.with_raw_output_schema(Arc::new(o));
     }
     let wire_bytes = serde_json::to_vec(&tool).map_or(usize::MAX, |b| b.len());
-    Ok(CatalogTool {
+    Ok(Built {
         tool,
-        plugin: plugin.clone(),
         input,
         output,
         filesystem,
@@ -169,6 +231,19 @@ fn within_tool_cap<'a>(plugin: &str, raw: &'a [RawTool]) -> (&'a [RawTool], Opti
     (&raw[..MAX_TOOLS_PER_PLUGIN], Some(rejection))
 }
 
+impl CatalogTool {
+    fn of(b: Built, plugin: &Arc<Plugin>) -> CatalogTool {
+        CatalogTool {
+            tool: b.tool,
+            plugin: plugin.clone(),
+            input: b.input,
+            output: b.output,
+            filesystem: b.filesystem,
+            wire_bytes: b.wire_bytes,
+        }
+    }
+}
+
 impl Catalog {
     /// Build from plugins in the given order (the first plugin defining a
     /// name wins). `allow`, when set, keeps only the listed tool names.
@@ -177,36 +252,29 @@ impl Catalog {
         let mut hidden = BTreeMap::new();
         let mut rejections = Vec::new();
         for plugin in plugins {
-            let pname = plugin.path.display().to_string();
-            let mut seen_here = std::collections::HashSet::new();
-            let mut regexes = REGEX_BUDGET_PER_PLUGIN;
-            let (admitted, over_cap) = within_tool_cap(&pname, &plugin.tools);
-            rejections.extend(over_cap);
-            for raw in admitted {
-                let reject = |reason: String| Rejection {
-                    plugin: pname.clone(),
-                    tool: Some(shown_name(&raw.name).into_owned()),
-                    reason: display_clipped(&reason, SHOWN_TEXT_BYTES),
+            let built = plugin
+                .built_tools
+                .get_or_init(|| PluginTools::build(plugin));
+            rejections.extend(built.over_cap.clone());
+            for declared in &built.declared {
+                let (name, tool) = match declared {
+                    Declared::Refused(r) => {
+                        rejections.push(r.clone());
+                        continue;
+                    }
+                    Declared::Named(name, tool) => (name, tool),
                 };
-                // First: no other rule (and no log line) sees a name that
-                // breaks this one, which may be megabytes long.
-                if !valid_tool_name(&raw.name) {
-                    let name = quoted_name(&raw.name);
-                    rejections.push(reject(format!("tool name {name} is not {TOOL_NAME_RULE}")));
+                let allowed = allow.is_none_or(|a| a.iter().any(|n| n == name));
+                if !allowed || !plugin.grant.allows_tool(name) {
+                    hidden.entry(name.clone()).or_insert_with(|| plugin.clone());
                     continue;
                 }
-                if !seen_here.insert(raw.name.clone()) {
-                    rejections.push(reject("declared twice by the same plugin".into()));
-                    continue;
-                }
-                let allowed = allow.is_none_or(|a| a.iter().any(|n| n == &raw.name));
-                if !allowed || !plugin.grant.allows_tool(&raw.name) {
-                    hidden
-                        .entry(raw.name.clone())
-                        .or_insert_with(|| plugin.clone());
-                    continue;
-                }
-                if tools.contains_key(&raw.name) {
+                let reject = |reason: String| Rejection {
+                    plugin: plugin.path.display().to_string(),
+                    tool: Some(name.clone()),
+                    reason,
+                };
+                if tools.contains_key(name) {
                     rejections.push(reject("name already provided by an earlier plugin".into()));
                     continue;
                 }
@@ -216,11 +284,11 @@ impl Catalog {
                     )));
                     continue;
                 }
-                match build_tool(raw, plugin, &mut regexes) {
+                match tool {
                     Ok(t) => {
-                        tools.insert(raw.name.clone(), t);
+                        tools.insert(name.clone(), CatalogTool::of(t.clone(), plugin));
                     }
-                    Err(e) => rejections.push(reject(format!("{e:#}"))),
+                    Err(r) => rejections.push(r.clone()),
                 }
             }
         }

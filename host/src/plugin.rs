@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -15,7 +15,7 @@ use wasmtime::component::Component;
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap};
 
 use crate::cache::{sha256_hex, CacheOutcome, ComponentCache};
-use crate::catalog::MAX_TOOLS_PER_PLUGIN;
+use crate::catalog::{PluginTools, MAX_TOOLS_PER_PLUGIN};
 use crate::disk_budget::Exceeded;
 use crate::grants::{Filesystem, Grant};
 use crate::limits::before;
@@ -205,6 +205,10 @@ pub struct Plugin {
     /// compile (taken by [`Plugin::tier_up`]).
     source: Mutex<Option<Arc<[u8]>>>,
     pub tools: Vec<RawTool>,
+    /// Its tools as the catalog builds them (schemas compiled), built by
+    /// the first catalog that includes this plugin and reused by every
+    /// rebuild after it.
+    pub(crate) built_tools: OnceLock<PluginTools>,
     /// This plugin's share of the call slots.
     share: Semaphore,
     /// Its next instance, made ahead of the call that will use it.
@@ -407,6 +411,7 @@ impl Plugin {
             code: RwLock::new(Arc::new(pre)),
             source: Mutex::new(c.source),
             tools: Vec::new(),
+            built_tools: OnceLock::new(),
             spares: Spares::new(!c.runs_code_at_instantiation),
         };
         plugin.tools = match plugin.list_tools(sandbox).await {

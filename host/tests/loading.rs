@@ -1,10 +1,12 @@
-//! Loading rules that need no real plugin: the compile cache and the
-//! refusal of files that are not tool components.
+//! Loading rules: the compile cache, the refusal of files that are not
+//! tool components, and what a rebuild of the catalog does again.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use wasm_mcp_host::cache::{sha256_hex, CacheOutcome, ComponentCache};
 use wasm_mcp_host::plugin::Plugin;
+use wasm_mcp_host::registry::Registry;
 use wasm_mcp_host::sandbox::{EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::Limits;
 
@@ -94,4 +96,45 @@ async fn non_components_and_wrong_worlds_are_refused_with_the_file_name() {
         let msg = format!("{err:#}");
         assert!(msg.contains(name) && msg.contains(want), "{name}: {msg}");
     }
+}
+
+/// A plugin's schemas are compiled once, by the first catalog that
+/// publishes it (up to ~0.5 s of regex compiling a plugin, within its
+/// budget): a rebuild when another plugin arrives reuses them, the same
+/// compiled schema, not a fresh compile of every plugin in the directory.
+#[tokio::test]
+async fn a_rebuild_reuses_the_schemas_of_unchanged_plugins() {
+    let dist = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dist");
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("a-workspace.wasm");
+    std::fs::copy(dist.join("plugins/workspace.wasm"), &first).unwrap();
+    let reg = Registry::open(sandbox(), ComponentCache::new(None), dir.path(), None)
+        .await
+        .unwrap();
+    let before = reg.catalog();
+    let read = before
+        .get("read_file")
+        .expect("the workspace plugin's read_file");
+    assert!(read.output.is_some(), "read_file declares an output schema");
+
+    let second = dir.path().join("b-conformance.wasm");
+    std::fs::copy(dist.join("test-plugins/conformance.wasm"), &second).unwrap();
+    assert!(
+        reg.reload().await.unwrap(),
+        "the new plugin's tools are published"
+    );
+    let after = reg.catalog();
+    assert!(after.version > before.version && after.len() > before.len());
+    let again = after.get("read_file").unwrap();
+    assert!(
+        Arc::ptr_eq(&read.input, &again.input),
+        "input schema compiled again"
+    );
+    assert!(
+        Arc::ptr_eq(
+            read.output.as_ref().unwrap(),
+            again.output.as_ref().unwrap()
+        ),
+        "output schema compiled again"
+    );
 }
