@@ -22,14 +22,16 @@
 //!   of the server's `--spare-instances` slots (the instance pool has room
 //!   for them beside every call and load slot); one is built at a time per
 //!   plugin, after a call, so spares cost at most one instantiation per
-//!   call. A spare that fails to build turns them off for that plugin.
+//!   call. A spare that fails to build turns them off for that plugin, as
+//!   do [`SLOW_BUILDS_IN_A_ROW`] builds past [`BUILD_LIMIT`] (one, on a
+//!   loaded machine, only skips a call).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
-use wasmtime::Store;
+use wasmtime::{Store, Trap};
 
 use crate::grants::{Filesystem, Grant};
 use crate::plugin::{until, Plugin, ToolPlugin, ToolPluginPre};
@@ -38,6 +40,19 @@ use crate::sandbox::{Sandbox, StoreState};
 /// The longest a spare may take to build (it runs no guest code, so only
 /// a machine under heavy load comes near).
 pub const BUILD_LIMIT: Duration = Duration::from_secs(1);
+
+/// Builds past [`BUILD_LIMIT`], one after the other, that turn a plugin's
+/// spares off.
+pub const SLOW_BUILDS_IN_A_ROW: u32 = 3;
+
+/// How building a spare ended.
+pub enum Built {
+    Ready(Spare),
+    /// Past [`BUILD_LIMIT`]: tried again after a later call.
+    TooSlow,
+    /// Failed: no more spares for this plugin.
+    Failed,
+}
 
 /// A store and an instance in it that no call has used yet.
 pub struct Spare {
@@ -57,6 +72,8 @@ pub struct Spares {
     /// False for a plugin whose instantiation runs guest code, or whose
     /// spare failed to build.
     allowed: AtomicBool,
+    /// Builds past [`BUILD_LIMIT`] since the last one that was not.
+    slow_in_a_row: AtomicU32,
     state: Mutex<State>,
 }
 
@@ -82,6 +99,7 @@ impl Spares {
     pub fn new(allowed: bool) -> Spares {
         Spares {
             allowed: AtomicBool::new(allowed),
+            slow_in_a_row: AtomicU32::new(0),
             state: Mutex::new(State {
                 ready: [None, None, None],
                 building: false,
@@ -123,13 +141,25 @@ impl Spares {
         start
     }
 
-    /// Ends what [`Spares::start_building`] began: keeps `spare` (`None`:
-    /// it failed to build, and this plugin gets no more).
-    pub fn built(&self, spare: Option<Spare>) {
-        let Some(spare) = spare else {
-            self.allowed.store(false, Ordering::Relaxed);
-            return self.cancel_building();
+    /// Ends what [`Spares::start_building`] began: keeps the spare, or
+    /// turns spares off for this plugin after a failure or after
+    /// [`SLOW_BUILDS_IN_A_ROW`] slow builds.
+    pub fn built(&self, built: Built) {
+        let spare = match built {
+            Built::Ready(spare) => spare,
+            Built::TooSlow => {
+                let slow = self.slow_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+                if slow >= SLOW_BUILDS_IN_A_ROW {
+                    self.allowed.store(false, Ordering::Relaxed);
+                }
+                return self.cancel_building();
+            }
+            Built::Failed => {
+                self.allowed.store(false, Ordering::Relaxed);
+                return self.cancel_building();
+            }
         };
+        self.slow_in_a_row.store(0, Ordering::Relaxed);
         let previous = {
             let mut state = self.lock();
             state.building = false;
@@ -202,7 +232,7 @@ impl Plugin {
         sandbox: &Sandbox,
         fs: Filesystem,
         slot: OwnedSemaphorePermit,
-    ) -> Option<Spare> {
+    ) -> Built {
         let code = self.pre();
         let deadline = Instant::now() + sandbox.limits().timeout.min(BUILD_LIMIT);
         let built = async {
@@ -211,16 +241,20 @@ impl Plugin {
             anyhow::Ok((store, instance))
         };
         match built.await {
-            Ok((store, instance)) => Some(Spare {
+            Ok((store, instance)) => Built::Ready(Spare {
                 code,
                 fs,
                 store,
                 instance,
                 slot,
             }),
+            Err(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
+                tracing::debug!(plugin = %self.name, "a spare instance took over {BUILD_LIMIT:?} to build");
+                Built::TooSlow
+            }
             Err(e) => {
                 tracing::info!(plugin = %self.name, "no spare instances for this plugin: {e:#}");
-                None
+                Built::Failed
             }
         }
     }
@@ -241,7 +275,34 @@ pub fn runs_code_at_instantiation(bytes: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::runs_code_at_instantiation;
+    use super::{runs_code_at_instantiation, Built, Spares, SLOW_BUILDS_IN_A_ROW};
+    use crate::grants::{Filesystem, Grant};
+    use crate::Limits;
+
+    /// A build past its limit (a loaded machine) skips one call's spare;
+    /// only several in a row, or one that fails, turn spares off.
+    #[test]
+    fn slow_builds_are_tried_again_and_failed_ones_are_not() {
+        let grant = Grant::server(&Limits::default(), Filesystem::ReadOnly);
+        let fs = Filesystem::ReadOnly;
+        let spares = Spares::new(true);
+        for _ in 1..SLOW_BUILDS_IN_A_ROW {
+            assert!(spares.start_building(&grant, fs));
+            assert!(!spares.start_building(&grant, fs), "one build at a time");
+            spares.built(Built::TooSlow);
+        }
+        assert!(spares.start_building(&grant, fs));
+        spares.built(Built::TooSlow);
+        assert!(
+            !spares.start_building(&grant, fs),
+            "off after {SLOW_BUILDS_IN_A_ROW} in a row"
+        );
+
+        let spares = Spares::new(true);
+        assert!(spares.start_building(&grant, fs));
+        spares.built(Built::Failed);
+        assert!(!spares.start_building(&grant, fs), "off after a failure");
+    }
 
     fn wasm(text: &str) -> Vec<u8> {
         wat::parse_str(text).unwrap()
