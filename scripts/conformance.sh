@@ -59,7 +59,8 @@ WASM_MCP_LOG=warn "$BIN" serve --http 127.0.0.1:0 --worktree "$WORK/worktree" --
 SERVER_PID=$!
 URL=
 for _ in $(seq 1 600); do
-    URL=$(sed -n 's/^wasm-mcp: listening on //p' "$WORK/server.log" | head -1)
+    # Only a whole line: the message may be written in more than one piece.
+    URL=$(sed -n 's|^wasm-mcp: listening on \(http://.*/mcp\)$|\1|p' "$WORK/server.log" | head -1)
     [ -n "$URL" ] && break
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1

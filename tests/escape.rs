@@ -242,13 +242,15 @@ fn panics_and_contract_violations_are_tool_errors() {
 #[test]
 fn a_trapping_call_does_not_block_concurrent_calls() {
     let root = layout();
-    let (mut s, _p) = start(root.path(), &["--timeout-ms", "3000"]);
+    // The spin holds a core for its whole deadline; read_file must answer
+    // well before that deadline ends, however loaded the other core is.
+    let (mut s, _p) = start(root.path(), &["--timeout-ms", "10000"]);
     s.send_raw(&json!({"jsonrpc":"2.0","id":900,"method":"tools/call","params":{"name":"spin","arguments":{}}}).to_string());
     let t = Instant::now();
     let r = s.call("read_file", json!({"path": "inside.txt"}));
     assert!(!is_error(&r), "{r}");
     assert!(
-        t.elapsed() < Duration::from_millis(2500),
+        t.elapsed() < Duration::from_secs(8),
         "read_file waited for the spinning call: {:?}",
         t.elapsed()
     );

@@ -197,7 +197,9 @@ async fn a_call_cancelled_over_http_frees_its_slot() {
         let (c, req) = (spinner.clone(), call("spin", serde_json::json!({})));
         tokio::spawn(async move { c.request(req, Duration::from_secs(60)).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Time for the call to reach the server and start (a cancel that
+    // arrives first finds nothing to stop).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     spinner.cancel_in_flight("test");
     let spun = tokio::time::timeout(Duration::from_secs(5), spin)
         .await

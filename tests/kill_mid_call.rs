@@ -75,14 +75,15 @@ async fn a_server_killed_mid_call_leaves_state_unknown_and_nothing_written_twice
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
             let pids = servers_mentioning(&needle);
+            // The guest creates the file before it writes the line: the
+            // append has happened once the line is there.
             let written = std::fs::read_dir(&needle)
                 .ok()
                 .and_then(|mut d| d.next())
                 .and_then(|e| e.ok())
-                .map(|e| e.path().join("log.txt").is_file())
-                .unwrap_or(false);
+                .and_then(|e| std::fs::read_to_string(e.path().join("log.txt")).ok())
+                .is_some_and(|log| log.ends_with('\n'));
             if written && pids.len() == 1 {
-                std::thread::sleep(Duration::from_millis(100));
                 let st = std::process::Command::new("kill")
                     .arg("-9")
                     .arg(pids[0].to_string())

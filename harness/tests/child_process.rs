@@ -34,12 +34,14 @@ allowed_tools = []
         spec,
         stderr_log: Some(rt.join("sh.stderr.log")),
     };
-    // The shell never answers initialize: the handshake times out and the child is killed.
+    // The shell never answers initialize: the handshake times out and the
+    // child is killed (long enough for `sh` and `env` on a loaded machine
+    // to write what is checked below).
     let r = Connection::open(
         "sh",
         Arc::new(conn),
         &["2025-11-25".into()],
-        Duration::from_millis(700),
+        Duration::from_secs(5),
     )
     .await;
     assert!(

@@ -31,7 +31,7 @@ id = "ws"
 command = "unused"
 args = ["--worktree", "{{worktree}}"]
 allowed_tools = ["read_file", "list_dir"]
-request_timeout_ms = 300
+request_timeout_ms = 2000
 [servers.tools.read_file]
 approval = "auto"
 [servers.tools.list_dir]

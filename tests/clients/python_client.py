@@ -145,7 +145,8 @@ async def run_v1(plugin_dir, new_plugin, target):
                 spin_id = session._request_id
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(session.call_tool, "spin", {})
-                    await anyio.sleep(0.5)
+                    # Time for the call to reach the server and start.
+                    await anyio.sleep(1.5)
                     params = types.CancelledNotificationParams(requestId=spin_id, reason="test")
                     note = types.CancelledNotification(method="notifications/cancelled", params=params)
                     await session.send_notification(types.ClientNotification(note))
@@ -167,7 +168,7 @@ async def run_v2(plugin_dir, new_plugin, target):
         async def cancel_spin():
             # Abandoning the call (anyio cancellation) makes SDK 2.x send
             # notifications/cancelled.
-            with anyio.move_on_after(0.5):
+            with anyio.move_on_after(1.5):
                 await client.call_tool("spin", {})
                 check(False, "spin returned")
 

@@ -73,7 +73,9 @@ console.log("ok isError");
 
 const abort = new AbortController();
 const spin = client.callTool({ name: "spin", arguments: {} }, undefined, { signal: abort.signal });
-await new Promise((res) => setTimeout(res, 500));
+// Time for the call to reach the server and start (over HTTP the cancel
+// is a request of its own, and could arrive first).
+await new Promise((res) => setTimeout(res, 1500));
 abort.abort("test");
 await spin.then(
   () => check(false, "spin returned"),
