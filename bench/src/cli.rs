@@ -100,6 +100,8 @@ pub enum Section {
     Startup,
     /// instantiation and a whole call in process.
     InProcess,
+    /// the output check of a result, as served and all inline.
+    OutputCheck,
     /// N calls in flight on one connection.
     Concurrency,
     /// per-call cost by result size.

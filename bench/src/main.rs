@@ -7,6 +7,8 @@
 //!    client code; small (1 KiB) and large (1.9 MB) files.
 //! 2. `startup`: spawn → first `tools/list` answer, cold and warm cache.
 //! 3. `in_process`: instantiation and a whole call, pooling vs on-demand.
+//!    `output_check`: a result checked against its output schema as served
+//!    (priced, long strings off the executor) and all inline.
 //! 4. `concurrency`: N calls in flight on one connection.
 //! 5. `sizes`: per-call cost for results of 1 KiB .. 4 MiB, ours and the floor.
 //! 6. `scaling`: 1, 4, 16 servers at once, one connection each.
@@ -33,7 +35,9 @@ use anyhow::Result;
 use clap::{Parser, ValueEnum};
 
 use cli::{Args, Section};
-use sections::{concurrency, in_process, memory, scaling, sequential, sizes, startup};
+use sections::{
+    concurrency, in_process, memory, output_check, scaling, sequential, sizes, startup,
+};
 use setup::Bench;
 use targets::Results;
 
@@ -77,6 +81,7 @@ async fn run(args: Args) -> Result<()> {
             Section::Sequential => sequential::run(&b, &mut r).await?,
             Section::Startup => startup::run(&b, &mut r).await?,
             Section::InProcess => in_process::run(&b, &mut r).await?,
+            Section::OutputCheck => output_check::run(&b).await?,
             Section::Concurrency => concurrency::run(&b).await?,
             Section::Sizes => sizes::run(&b).await?,
             Section::Scaling => scaling::run(&b).await?,

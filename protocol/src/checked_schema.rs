@@ -21,6 +21,10 @@ pub enum SchemaError {
 pub struct CheckedSchema {
     validator: jsonschema::Validator,
     expanded: u64,
+    /// Whether a keyword of the schema may read a whole string value
+    /// ([`reads_strings`]); if not, a string value is one node whatever
+    /// its length.
+    reads_strings: bool,
 }
 
 impl CheckedSchema {
@@ -55,6 +59,7 @@ impl CheckedSchema {
         Ok(CheckedSchema {
             validator,
             expanded: stats.expanded,
+            reads_strings: reads_strings(schema),
         })
     }
 
@@ -68,7 +73,11 @@ impl CheckedSchema {
     /// (the result is then above `cap`).
     pub fn cost(&self, value: &Value, cap: u64) -> u64 {
         let node_cap = cap / self.expanded.max(1) + 1;
-        count_nodes(value, node_cap).saturating_mul(self.expanded.max(1))
+        let values = match self.reads_strings {
+            true => Strings::ByLength,
+            false => Strings::OneNode,
+        };
+        count_nodes_pricing(value, node_cap, values).saturating_mul(self.expanded.max(1))
     }
 }
 
@@ -85,10 +94,78 @@ impl Deref for CheckedSchema {
 /// the slowest format check (`email`), a unit stays under ~0.3 µs.
 pub const STRING_BYTES_PER_NODE: usize = 64;
 
+/// Keywords that read a whole string value: where a schema has none of
+/// them, validating a string is a type check, whatever its length (a
+/// 1.9 MB `read_file` result against its schema is then ~10 nodes, and is
+/// validated inline instead of on the blocking pool). `format` counts
+/// unless its value is one of [`NUMBER_FORMATS`]. Found by key anywhere in
+/// the schema (a property *named* `pattern` counts too: priced as if it
+/// read strings, never the other way).
+const STRING_KEYWORDS: &[&str] = &[
+    "pattern",
+    "patternProperties",
+    "propertyNames",
+    "format",
+    "minLength",
+    "maxLength",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
+    "enum",
+    "const",
+    "uniqueItems",
+];
+
+/// `format` values that name number formats (schemars writes them for
+/// Rust's integer and float types): the validator does not know them, so
+/// they check nothing (`number_formats_check_nothing` keeps this true).
+const NUMBER_FORMATS: &[&str] = &[
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "uint", "int",
+    "float", "double",
+];
+
+/// Whether a keyword of `schema` may read a whole string value
+/// ([`STRING_KEYWORDS`]).
+fn reads_strings(schema: &Value) -> bool {
+    let mut stack = vec![schema];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(m) => {
+                let reads = m.iter().any(|(k, v)| match k.as_str() {
+                    "format" => !v.as_str().is_some_and(|f| NUMBER_FORMATS.contains(&f)),
+                    k => STRING_KEYWORDS.contains(&k),
+                });
+                if reads {
+                    return true;
+                }
+                stack.extend(m.values());
+            }
+            Value::Array(a) => stack.extend(a.iter()),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// How [`count_nodes_pricing`] counts a string value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strings {
+    /// One node more per [`STRING_BYTES_PER_NODE`].
+    ByLength,
+    /// One node.
+    OneNode,
+}
+
 /// JSON nodes in `v`: every value counts one, and every string (values and
 /// property names) one more per [`STRING_BYTES_PER_NODE`]; counting stops
 /// past `cap`.
 pub fn count_nodes(v: &Value, cap: u64) -> u64 {
+    count_nodes_pricing(v, cap, Strings::ByLength)
+}
+
+/// [`count_nodes`], string values counted as `values` says; property
+/// names are always priced by their length (every lookup hashes them).
+pub fn count_nodes_pricing(v: &Value, cap: u64, values: Strings) -> u64 {
     let text = |s: &str| (s.len() / STRING_BYTES_PER_NODE) as u64;
     let mut stack = vec![v];
     let mut n = 0u64;
@@ -100,7 +177,7 @@ pub fn count_nodes(v: &Value, cap: u64) -> u64 {
                 n += m.keys().map(|k| text(k)).sum::<u64>();
                 stack.extend(m.values());
             }
-            Value::String(s) => n += text(s),
+            Value::String(s) if values == Strings::ByLength => n += text(s),
             _ => {}
         }
         if n > cap {
@@ -159,5 +236,73 @@ mod tests {
         }
         let key = "k".repeat(6400);
         assert_eq!(count_nodes(&json!({ key: 1 }), u64::MAX), 2 + 100);
+    }
+
+    /// Where no keyword reads a string, a long one is a single node: a
+    /// 1.9 MB `read_file` result is validated inline (the bench's
+    /// `output-check` section measures what the blocking pool cost it).
+    /// Any keyword that reads one prices it by its length again, found at
+    /// any depth; property names are priced by length either way.
+    #[test]
+    fn strings_are_priced_by_length_only_where_a_keyword_reads_them() {
+        let compile = |s: Value| CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap();
+        let long = json!({"content": "a".repeat(4 << 20), "n": 3});
+        let plain = compile(json!({"type": "object", "properties": {
+            "content": {"type": "string"},
+            "n": {"type": "integer", "format": "uint64", "minimum": 0}}}));
+        assert_eq!(plain.cost(&long, u64::MAX), 3 * plain.expanded());
+        let key = "k".repeat(6400);
+        assert_eq!(
+            plain.cost(&json!({ key: 1 }), u64::MAX),
+            102 * plain.expanded()
+        );
+        let by_length = 3 + (4 << 20) / STRING_BYTES_PER_NODE as u64;
+        for keyword in [
+            json!({"pattern": "^a"}),
+            json!({"format": "email"}),
+            json!({"format": "regex"}),
+            json!({"maxLength": 5}),
+            json!({"enum": ["a"]}),
+            json!({"const": "a"}),
+            json!({"contentMediaType": "application/json"}),
+            json!({"items": {"uniqueItems": true}}),
+            json!({"anyOf": [{"type": "integer"}, {"propertyNames": {"type": "string"}}]}),
+        ] {
+            let deep = json!({"type": "object", "properties": {
+                "content": {"type": "string"}, "x": {"allOf": [keyword.clone()]}}});
+            let s = compile(deep);
+            assert_eq!(
+                s.cost(&long, u64::MAX),
+                by_length * s.expanded(),
+                "{keyword}"
+            );
+        }
+    }
+
+    /// The validator knows none of [`NUMBER_FORMATS`]: on a string they
+    /// check nothing (were one to become a string check, strings under it
+    /// would have to be priced by length again).
+    #[test]
+    fn number_formats_check_nothing() {
+        for format in NUMBER_FORMATS {
+            for draft in [
+                "http://json-schema.org/draft-07/schema#",
+                "https://json-schema.org/draft/2020-12/schema",
+            ] {
+                let schema = json!({"$schema": draft, "format": format});
+                let v = crate::schema::compile_value(&schema).unwrap();
+                assert!(
+                    v.is_valid(&json!("not a number at all")),
+                    "{draft} {format}"
+                );
+            }
+        }
+        let email = crate::schema::compile_value(&json!({
+            "$schema": "http://json-schema.org/draft-07/schema#", "format": "email"}))
+        .unwrap();
+        assert!(
+            !email.is_valid(&json!("not an email")),
+            "formats are checked here"
+        );
     }
 }

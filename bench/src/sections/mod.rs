@@ -3,6 +3,7 @@
 pub mod concurrency;
 pub mod in_process;
 pub mod memory;
+pub mod output_check;
 pub mod scaling;
 pub mod sequential;
 pub mod sizes;
