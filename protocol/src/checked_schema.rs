@@ -68,16 +68,29 @@ impl CheckedSchema {
         self.expanded
     }
 
-    /// Upper bound on the work of validating `value`: every expanded
-    /// subschema applied to every instance node. Counting stops at `cap`
-    /// (the result is then above `cap`).
+    /// Upper bound on the work of checking `value` (whether it is valid,
+    /// without explaining): every expanded subschema applied to every
+    /// instance node. Counting stops at `cap` (the result is then above
+    /// `cap`).
     pub fn cost(&self, value: &Value, cap: u64) -> u64 {
-        let node_cap = cap / self.expanded.max(1) + 1;
-        let values = match self.reads_strings {
+        let strings = match self.reads_strings {
             true => Strings::ByLength,
             false => Strings::OneNode,
         };
-        count_nodes_pricing(value, node_cap, values).saturating_mul(self.expanded.max(1))
+        self.price(value, cap, strings)
+    }
+
+    /// Upper bound on the work of listing the errors of a `value` that
+    /// fails: as [`CheckedSchema::cost`], every string priced by its length
+    /// whatever the schema, since a failing `anyOf` or `oneOf` copies the
+    /// value it failed on (strings and all) once per branch.
+    pub fn cost_of_errors(&self, value: &Value, cap: u64) -> u64 {
+        self.price(value, cap, Strings::ByLength)
+    }
+
+    fn price(&self, value: &Value, cap: u64, strings: Strings) -> u64 {
+        let per_node = self.expanded.max(1);
+        count_nodes_pricing(value, cap / per_node + 1, strings).saturating_mul(per_node)
     }
 }
 

@@ -442,6 +442,23 @@ fn escape(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 
+/// What a subschema with a `multipleOf` of a fraction counts as: the
+/// validator divides a float by it as big fractions (~1,100-bit numbers
+/// for a value near 1e308), ~9 µs where a unit is ~0.3 µs (60 such checks
+/// of 13 large floats took 8.8 ms inline, priced 945; a helper's find).
+pub const FRACTIONAL_MULTIPLE_OF_WEIGHT: u64 = 32;
+
+/// The weight of a subschema whose `multipleOf` is `divisor`: one, or
+/// [`FRACTIONAL_MULTIPLE_OF_WEIGHT`] unless it is an integer.
+fn multiple_of_weight(divisor: &Value) -> u64 {
+    let integer = divisor.is_u64() || divisor.is_i64();
+    if integer {
+        1
+    } else {
+        FRACTIONAL_MULTIPLE_OF_WEIGHT
+    }
+}
+
 /// Computes the expanded size, memoized per `$ref` target.
 struct Expander<'a> {
     root: &'a Value,
@@ -457,7 +474,7 @@ impl Expander<'_> {
         let Value::Object(node) = v else {
             return Ok(1);
         };
-        let mut total: u64 = 1;
+        let mut total: u64 = node.get("multipleOf").map_or(1, multiple_of_weight);
         if let Some(r) = node.get("$ref") {
             let reference = r.as_str().unwrap_or_default();
             total = total.saturating_add(self.ref_cost(reference)?);

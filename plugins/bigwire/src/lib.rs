@@ -8,6 +8,9 @@
 //! refuses (the validator's message quotes the value), and a 4 MiB string
 //! its output schema checks 490 times (`format: email`, each a pass over
 //! it: ~7 s when the host priced a string as one node and ran it inline).
+//! And a 4 MiB string that fails all 490 branches of an `anyOf` (no
+//! keyword reads it, so checking it is cheap; explaining the failure copied
+//! it once per branch: ~1 s and ~2.4 GB inline).
 
 use serde_json::json;
 use wasm_mcp_guest::{ErrorCode, Tool, ToolError};
@@ -22,9 +25,10 @@ pub const WIRE_TOOLS: &[&str] = &[
     "surrogate_result",
     "violating_result",
     "costly_result",
+    "branching_result",
 ];
 /// Filler tools: with the wire tools, 306 declared.
-pub const FILLERS: usize = 298;
+pub const FILLERS: usize = 297;
 
 /// `{"n":[1e9,1e9,…]}` of about `bytes` bytes: each `1e9` becomes
 /// `1000000000.0` once parsed and serialized again (3.25× larger).
@@ -68,6 +72,7 @@ pub fn tools() -> Vec<Tool> {
                     "properties": {"s": {"enum": ["a"]}}
                 })),
                 "costly_result" => tool.output_schema(costly_schema()),
+                "branching_result" => tool.output_schema(branching_schema()),
                 _ => tool,
             }
         })
@@ -82,6 +87,12 @@ fn costly_schema() -> serde_json::Value {
         "type": "object",
         "properties": {"s": {"allOf": checks}}
     })
+}
+
+/// A schema whose `s` must be one of 490 integer types.
+fn branching_schema() -> serde_json::Value {
+    let branches: Vec<_> = (0..490).map(|_| json!({"type": "integer"})).collect();
+    json!({"type": "object", "properties": {"s": {"anyOf": branches}}})
 }
 
 fn run(name: &str) -> Result<String, ToolError> {
@@ -99,7 +110,9 @@ fn run(name: &str) -> Result<String, ToolError> {
         )),
         "surrogate_result" => Ok(r#"{"s":"\ud800"}"#.into()),
         "violating_result" => Ok(format!("{{\"s\":\"{}\"}}", "v".repeat(1 << 20))),
-        "costly_result" => Ok(format!("{{\"s\":\"{}\"}}", "a".repeat(4 << 20))),
+        "costly_result" | "branching_result" => {
+            Ok(format!("{{\"s\":\"{}\"}}", "a".repeat(4 << 20)))
+        }
         _ => Ok("{}".into()),
     }
 }
