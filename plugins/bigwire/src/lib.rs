@@ -141,6 +141,6 @@ mod tests {
         assert!(out.starts_with("{\"n\":[1e9,1e9,"), "not re-serialized");
         let e = wasm_mcp_guest::call(&t, "huge_error", "{}").unwrap_err();
         assert_eq!(e.message.len(), 100 << 20);
-        assert_eq!(wasm_mcp_guest::call(&t, "filler_297", "{}").unwrap(), "{}");
+        assert_eq!(wasm_mcp_guest::call(&t, "filler_296", "{}").unwrap(), "{}");
     }
 }
