@@ -68,7 +68,8 @@ impl Default for ValidationBudget {
 /// Why a value could not be accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationFailure {
-    /// The value does not match; up to five errors with their JSON pointers.
+    /// The value does not match: its first error with its JSON pointer, or
+    /// why its errors were not listed.
     #[error("{0}")]
     Invalid(String),
     #[error("validation would cost {cost} units (expanded subschemas × value nodes), over the validation budget of {limit}")]

@@ -25,6 +25,8 @@ pub struct CheckedSchema {
     /// ([`reads_strings`]); if not, a string value is one node whatever
     /// its length.
     reads_strings: bool,
+    /// Subschemas with `uniqueItems: true`, as expanded.
+    unique_items: u64,
 }
 
 impl CheckedSchema {
@@ -60,6 +62,7 @@ impl CheckedSchema {
             validator,
             expanded: stats.expanded,
             reads_strings: reads_strings(schema),
+            unique_items: stats.unique_items,
         })
     }
 
@@ -88,9 +91,17 @@ impl CheckedSchema {
         self.price(value, cap, Strings::ByLength)
     }
 
+    /// Every expanded subschema on every node, and every `uniqueItems`
+    /// on every array's pairs of items ([`comparisons`]).
     fn price(&self, value: &Value, cap: u64, strings: Strings) -> u64 {
         let per_node = self.expanded.max(1);
-        count_nodes_pricing(value, cap / per_node + 1, strings).saturating_mul(per_node)
+        let nodes = count_nodes_pricing(value, cap / per_node + 1, strings);
+        let mut price = nodes.saturating_mul(per_node);
+        if self.unique_items > 0 && price <= cap {
+            let pairs = comparisons(value) / COMPARED_NODES_PER_UNIT;
+            price = price.saturating_add(pairs.saturating_mul(self.unique_items));
+        }
+        price
     }
 }
 
@@ -128,6 +139,37 @@ const STRING_KEYWORDS: &[&str] = &[
     "const",
     "uniqueItems",
 ];
+
+/// Nodes compared, over all pairs of an array's items, that count one
+/// unit: the validator hashes items to find duplicates, but its hash is
+/// weak (a number by its `f64` bits, so every integer near 2^63 collides;
+/// an object by the XOR of its entries), so items can be made to collide
+/// and every pair compared: 40,000 colliding pairs of integers, priced
+/// 240,000, took 7.7 s (~10 ns a pair; a helper's find).
+pub const COMPARED_NODES_PER_UNIT: u64 = 30;
+
+/// What comparing every pair of items, in every array of `v`, could touch:
+/// for each array, its items × the nodes under it, halved (each pair once).
+pub fn comparisons(v: &Value) -> u64 {
+    /// (nodes, work) of `v`; recursion as deep as the value, which the
+    /// JSON parser bounds (128 levels).
+    fn walk(v: &Value) -> (u64, u64) {
+        let sum = |acc: (u64, u64), c: &Value| {
+            let (n, w) = walk(c);
+            (acc.0.saturating_add(n), acc.1.saturating_add(w))
+        };
+        match v {
+            Value::Array(a) => {
+                let (nodes, work) = a.iter().fold((1, 0), sum);
+                let pairs = (a.len() as u64).saturating_mul(nodes) / 2;
+                (nodes, work.saturating_add(pairs))
+            }
+            Value::Object(m) => m.values().fold((1, 0), sum),
+            _ => (1, 0),
+        }
+    }
+    walk(v).1
+}
 
 /// `format` values that name number formats (schemars writes them for
 /// Rust's integer and float types): the validator does not know them, so
@@ -184,10 +226,20 @@ pub fn count_nodes_pricing(v: &Value, cap: u64, values: Strings) -> u64 {
     let mut n = 0u64;
     while let Some(v) = stack.pop() {
         n += 1;
+        // Children are counted before they are stacked: a 2.6M-item array
+        // past the cap is never copied onto the stack.
         match v {
-            Value::Array(a) => stack.extend(a.iter()),
+            Value::Array(a) => {
+                if n.saturating_add(a.len() as u64) > cap {
+                    return n.saturating_add(a.len() as u64);
+                }
+                stack.extend(a.iter());
+            }
             Value::Object(m) => {
                 n += m.keys().map(|k| text(k)).sum::<u64>();
+                if n.saturating_add(m.len() as u64) > cap {
+                    return n.saturating_add(m.len() as u64);
+                }
                 stack.extend(m.values());
             }
             Value::String(s) if values == Strings::ByLength => n += text(s),
