@@ -27,6 +27,8 @@ pub struct CheckedSchema {
     reads_strings: bool,
     /// Subschemas with `uniqueItems: true`, as expanded.
     unique_items: u64,
+    /// The expanded size for explaining a failure (name lists count).
+    explain_expanded: u64,
 }
 
 impl CheckedSchema {
@@ -63,6 +65,7 @@ impl CheckedSchema {
             expanded: stats.expanded,
             reads_strings: reads_strings(schema),
             unique_items: stats.unique_items,
+            explain_expanded: stats.explain_expanded,
         })
     }
 
@@ -83,18 +86,24 @@ impl CheckedSchema {
         self.price(value, cap, strings)
     }
 
-    /// Upper bound on the work of listing the errors of a `value` that
-    /// fails: as [`CheckedSchema::cost`], every string priced by its length
+    /// Upper bound on the work of explaining a `value` that fails: as
+    /// [`CheckedSchema::cost`], but every string priced by its length
     /// whatever the schema, since a failing `anyOf` or `oneOf` copies the
-    /// value it failed on (strings and all) once per branch.
+    /// value it failed on (strings and all) once per branch and builds every
+    /// error of its branches, and every name of a `required` (or
+    /// `dependentRequired`) list counted, since each missing one is an error.
     pub fn cost_of_errors(&self, value: &Value, cap: u64) -> u64 {
-        self.price(value, cap, Strings::ByLength)
+        self.price_per(self.explain_expanded, value, cap, Strings::ByLength)
     }
 
-    /// Every expanded subschema on every node, and every `uniqueItems`
-    /// on every array's pairs of items ([`comparisons`]).
     fn price(&self, value: &Value, cap: u64, strings: Strings) -> u64 {
-        let per_node = self.expanded.max(1);
+        self.price_per(self.expanded, value, cap, strings)
+    }
+
+    /// `expanded` subschemas on every node, and every `uniqueItems` on
+    /// every array's pairs of items ([`comparisons`]).
+    fn price_per(&self, expanded: u64, value: &Value, cap: u64, strings: Strings) -> u64 {
+        let per_node = expanded.max(1);
         let nodes = count_nodes_pricing(value, cap / per_node + 1, strings);
         let mut price = nodes.saturating_mul(per_node);
         if self.unique_items > 0 && price <= cap {

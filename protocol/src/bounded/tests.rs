@@ -233,3 +233,38 @@ fn unique_items_are_priced_by_the_pairs_they_compare() {
     let plain = CheckedSchema::compile(&plain, &SchemaLimits::default()).unwrap();
     assert!(plain.cost(&attack, budget.max_cost) < budget.max_cost);
 }
+
+/// Under a failing `anyOf` (or `oneOf`), jsonschema builds every error of
+/// the branches, even for the first error: a `required` list of 9,000
+/// names against 247 empty objects, priced 996, built 2.2M errors (0.8 s,
+/// 736 MB; a helper's find). Explaining counts every name: the failure is
+/// reported without its errors, at once.
+#[tokio::test(flavor = "current_thread")]
+async fn name_lists_count_when_a_failure_is_explained() {
+    let names: Vec<String> = (0..9000).map(|i| i.to_string()).collect();
+    for keyword in [
+        json!({"anyOf": [{"items": {"required": names}}]}),
+        json!({"oneOf": [true, true, {"items": {"required": names}}]}),
+        json!({"anyOf": [{"items": {"dependentRequired": {"x": names}}}]}),
+    ] {
+        let s = json!({"type": "object", "properties": {"a": keyword}});
+        let schema = Arc::new(CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap());
+        let value = json!({"a": vec![json!({"x": 0}); 160]});
+        let v = Validation::shared();
+        // Cheap to check (about 1,000 to 2,000 units).
+        assert!(v.cost(&schema, &value) <= 2 * v.budget().inline_cost);
+        let started = Instant::now();
+        let ValidationFailure::Invalid(why) = v.validate(&schema, value).await.unwrap_err() else {
+            panic!("invalid")
+        };
+        assert!(
+            why.contains("its errors were not listed (listing them would cost"),
+            "{why}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
