@@ -79,12 +79,12 @@ enum Declared {
     Refused(Rejection),
     /// Its name, and the tool built from it or why it could not be (reported
     /// only when the tool would be published).
-    Named(String, std::result::Result<Built, Rejection>),
+    Named(String, std::result::Result<BuiltTool, Rejection>),
 }
 
 /// A published tool without its plugin.
 #[derive(Clone)]
-struct Built {
+struct BuiltTool {
     tool: Tool,
     input: Arc<CheckedSchema>,
     output: Option<Arc<CheckedSchema>>,
@@ -155,7 +155,7 @@ fn check_title(title: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-fn build_tool(raw: &RawTool, plugin: &Plugin, regexes: &mut RegexBudget) -> Result<Built> {
+fn build_tool(raw: &RawTool, plugin: &Plugin, regexes: &mut RegexBudget) -> Result<BuiltTool> {
     check_title(raw.title.as_deref())?;
     let (input_schema, input) = load_schema(&raw.input_schema, "input-schema", regexes)?;
     let (output_schema, output) = match &raw.output_schema {
@@ -179,7 +179,7 @@ fn build_tool(raw: &RawTool, plugin: &Plugin, regexes: &mut RegexBudget) -> Resu
         tool = tool.with_raw_output_schema(Arc::new(o));
     }
     let wire_bytes = serde_json::to_vec(&tool).map_or(usize::MAX, |b| b.len());
-    Ok(Built {
+    Ok(BuiltTool {
         tool,
         input,
         output,
@@ -232,7 +232,7 @@ fn within_tool_cap<'a>(plugin: &str, raw: &'a [RawTool]) -> (&'a [RawTool], Opti
 }
 
 impl CatalogTool {
-    fn of(b: Built, plugin: &Arc<Plugin>) -> CatalogTool {
+    fn of(b: BuiltTool, plugin: &Arc<Plugin>) -> CatalogTool {
         CatalogTool {
             tool: b.tool,
             plugin: plugin.clone(),

@@ -83,7 +83,7 @@ impl CheckedSchema {
             true => Strings::ByLength,
             false => Strings::OneNode,
         };
-        self.price(value, cap, strings)
+        self.price_per(self.expanded, value, cap, strings)
     }
 
     /// Upper bound on the work of explaining a `value` that fails: as
@@ -94,10 +94,6 @@ impl CheckedSchema {
     /// `dependentRequired`) list counted, since each missing one is an error.
     pub fn cost_of_errors(&self, value: &Value, cap: u64) -> u64 {
         self.price_per(self.explain_expanded, value, cap, Strings::ByLength)
-    }
-
-    fn price(&self, value: &Value, cap: u64, strings: Strings) -> u64 {
-        self.price_per(self.expanded, value, cap, strings)
     }
 
     /// `expanded` subschemas on every node, and every `uniqueItems` on
