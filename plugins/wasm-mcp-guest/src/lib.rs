@@ -43,7 +43,7 @@ mod tool;
 pub mod glue;
 
 pub use error::{ErrorCode, ToolError};
-pub use tool::{call, descriptors, Annotations, Descriptor, Tool};
+pub use tool::{call, descriptors, Annotations, Descriptor, Encoded, Tool};
 
 /// Re-exported so plugin crates derive with the same version the SDK reads.
 pub use schemars;

@@ -1,6 +1,7 @@
 //! A tool: a typed function plus what `list-tools` says about it.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 
 use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
@@ -34,6 +35,28 @@ pub struct Descriptor {
 }
 
 type Run = Box<dyn Fn(&str) -> Result<String, ToolError>>;
+
+/// The JSON text of a `T`, written by the tool itself (see
+/// [`Tool::encoded`]). Nothing here checks that the text is a `T`: the
+/// host checks every result against the tool's output schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded<T> {
+    json: String,
+    of: PhantomData<fn() -> T>,
+}
+
+impl<T> Encoded<T> {
+    pub fn new(json: String) -> Self {
+        Encoded {
+            json,
+            of: PhantomData,
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.json
+    }
+}
 
 /// Text the SDK takes either as a literal or built at run time.
 type Text = Cow<'static, str>;
@@ -77,6 +100,33 @@ impl Tool {
         R: Serialize + JsonSchema,
         F: Fn(A) -> Result<R, ToolError> + 'static,
     {
+        Tool::typed::<A, R>(
+            name,
+            Box::new(move |args_json| {
+                let out = f(parse(name, args_json)?)?;
+                encode(&out).map_err(|e| ToolError::internal(format!("result of {name}: {e}")))
+            }),
+        )
+    }
+
+    /// Like [`Tool::new`], for a tool that writes its result's JSON text
+    /// itself ([`Encoded`]), e.g. while it reads a large file, instead of
+    /// building the value and having it encoded after. The output schema
+    /// is still derived from `R`, and the host checks the text against it
+    /// like any result.
+    pub fn encoded<A, R, F>(name: &'static str, f: F) -> Tool
+    where
+        A: DeserializeOwned + JsonSchema,
+        R: JsonSchema,
+        F: Fn(A) -> Result<Encoded<R>, ToolError> + 'static,
+    {
+        Tool::typed::<A, R>(
+            name,
+            Box::new(move |args_json| Ok(f(parse(name, args_json)?)?.json)),
+        )
+    }
+
+    fn typed<A: JsonSchema, R: JsonSchema>(name: &'static str, run: Run) -> Tool {
         Tool {
             name: Cow::Borrowed(name),
             title: None,
@@ -84,10 +134,7 @@ impl Tool {
             annotations: Annotations::default(),
             input_schema: Schema::Derived(schema_of::<A>),
             output_schema: Some(Schema::Derived(schema_of::<R>)),
-            run: Box::new(move |args_json| {
-                let out = f(parse(name, args_json)?)?;
-                encode(&out).map_err(|e| ToolError::internal(format!("result of {name}: {e}")))
-            }),
+            run,
         }
     }
 

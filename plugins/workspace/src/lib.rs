@@ -9,5 +9,6 @@
 pub mod api;
 pub mod paths;
 pub mod tools;
+pub mod window;
 
 wasm_mcp_guest::export_tools!(tools::tools(std::path::Path::new("/")));

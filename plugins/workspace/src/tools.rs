@@ -2,15 +2,15 @@
 //! (`/` inside the sandbox, a temp dir in the native tests).
 
 use std::fs;
-use std::io::Read;
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wasm_mcp_guest::{Descriptor, Tool};
+use wasm_mcp_guest::{Descriptor, Encoded, Tool};
 
 use crate::api::{Code, ToolErr};
 use crate::paths::{is_git_metadata, join_rel, normalize, resolve, resolve_links};
+use crate::window;
 
 /// No tool reads (or writes) more than this many bytes of one file.
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
@@ -26,7 +26,7 @@ pub fn tools(root: &Path) -> Vec<Tool> {
     let at = |root: &Path| root.to_path_buf();
     let (r1, r2, r3, r4) = (at(root), at(root), at(root), at(root));
     vec![
-        Tool::new("read_file", move |a| read_file(&r1, a))
+        Tool::encoded("read_file", move |a| read_file(&r1, a))
             .title("Read file")
             .read_only()
             .idempotent(),
@@ -99,7 +99,11 @@ pub struct ReadArgs {
     line_limit: u64,
 }
 
+// The result of `read_file`. Only its schema is built from it: the tool
+// writes the same JSON itself, as it reads (`crate::window`). (A `//`
+// comment: a doc comment would be published as the schema's description.)
 #[derive(Serialize, JsonSchema)]
+#[cfg_attr(not(test), allow(dead_code))]
 pub struct ReadOut {
     path: String,
     content: String,
@@ -110,84 +114,17 @@ pub struct ReadOut {
     truncated: bool,
 }
 
-/// The pure part of `read_file`: a window of lines of `data`.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Preview {
-    pub content: String,
-    pub lines_returned: u64,
-    pub total_lines: u64,
-    pub truncated: bool,
+/// `ReadOut`'s fields after `content`, known once the file has been read.
+#[derive(Serialize)]
+struct ReadCounts {
+    start_line: u64,
+    lines_returned: u64,
+    total_lines: u64,
+    size_bytes: u64,
+    truncated: bool,
 }
 
-/// `data` is what was read (at most the cap); `capped` says the file had
-/// more. Lines keep their terminators, so `content` is an exact slice.
-/// Valid UTF-8 is checked once and the window is cut out by byte range: a
-/// whole file becomes `content` without a copy. Both scans use wasm SIMD
-/// (`simd128`, 16 bytes at a time): `simdutf8` for the UTF-8 check and
-/// `memchr` for the line ends, where std's are 8 bytes at a time on wasm
-/// (the two were 14% of the server's CPU time on a 1.9 MB read).
-pub fn preview(data: Vec<u8>, offset: u64, line_limit: u64, capped: bool) -> Preview {
-    let text = utf8_or_lossy(data);
-    let lines = line_window(text.as_bytes(), offset, line_limit);
-    let truncated = capped || offset.saturating_add(lines.returned) < lines.total;
-    let content = match lines.bytes {
-        Some((0, end)) if end == text.len() => text,
-        Some((start, end)) => text[start..end].to_owned(),
-        None => String::new(),
-    };
-    Preview {
-        content,
-        lines_returned: lines.returned,
-        total_lines: lines.total,
-        truncated,
-    }
-}
-
-/// `data` as a `String`: unchanged when it is UTF-8, else with U+FFFD for
-/// each invalid sequence.
-fn utf8_or_lossy(data: Vec<u8>) -> String {
-    if simdutf8::basic::from_utf8(&data).is_ok() {
-        // SAFETY: simdutf8 has just checked that `data` is valid UTF-8.
-        unsafe { String::from_utf8_unchecked(data) }
-    } else {
-        String::from_utf8_lossy(&data).into_owned()
-    }
-}
-
-/// What [`line_window`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub struct LineWindow {
-    pub total: u64,
-    pub returned: u64,
-    /// The byte range of the returned lines, terminators included.
-    pub bytes: Option<(usize, usize)>,
-}
-
-/// Lines `offset..offset + limit` of a text, as `str::split_inclusive('\n')`
-/// counts them (a last line without `\n` counts; an empty text has none).
-pub fn line_window(text: &[u8], offset: u64, limit: u64) -> LineWindow {
-    let ends = memchr::memchr_iter(b'\n', text).map(|nl| nl + 1);
-    let unterminated = text.last().is_some_and(|&b| b != b'\n');
-    let ends = ends.chain(unterminated.then_some(text.len()));
-    let (mut total, mut returned, mut line_start) = (0u64, 0u64, 0usize);
-    let mut bytes: Option<(usize, usize)> = None;
-    for end in ends {
-        if total >= offset && returned < limit {
-            let start = bytes.map_or(line_start, |(start, _)| start);
-            bytes = Some((start, end));
-            returned += 1;
-        }
-        line_start = end;
-        total += 1;
-    }
-    LineWindow {
-        total,
-        returned,
-        bytes,
-    }
-}
-
-fn read_file(root: &Path, a: ReadArgs) -> Result<ReadOut, ToolErr> {
+fn read_file(root: &Path, a: ReadArgs) -> Result<Encoded<ReadOut>, ToolErr> {
     let limit = check_range("line_limit", a.line_limit, 1, MAX_LINE_LIMIT)?;
     let rel = normalize(&a.path)?;
     let full = resolve(root, &rel);
@@ -198,24 +135,39 @@ fn read_file(root: &Path, a: ReadArgs) -> Result<ReadOut, ToolErr> {
             "{rel} is a directory (use list_dir)"
         )));
     }
-    // Sized up front: no reallocation (and copy) while reading a large file.
-    let mut data = Vec::with_capacity(meta.len().min(MAX_FILE_BYTES) as usize + 1);
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| ToolErr::io(&rel, &e))?;
-    let capped = data.len() as u64 > MAX_FILE_BYTES;
-    data.truncate(MAX_FILE_BYTES as usize);
-    let read_len = data.len() as u64;
-    let p = preview(data, a.offset, limit, capped);
-    Ok(ReadOut {
-        path: rel,
-        content: p.content,
+    // Sized up front for an unescaped file plus one chunk's worst-case
+    // escaping (what `sonic-rs` reserves before it escapes a chunk): no
+    // reallocation, and no copy, while the content is written.
+    let expected = meta.len().min(MAX_FILE_BYTES) as usize;
+    let mut out = Vec::with_capacity(expected + 6 * window::CHUNK + 6 * rel.len() + 256);
+    out.extend_from_slice(b"{\"path\":\"");
+    window::escape_into(&mut out, &rel);
+    out.extend_from_slice(b"\",\"content\":\"");
+    let w = window::stream_window(
+        file,
+        window::CHUNK,
+        MAX_FILE_BYTES,
+        a.offset,
+        limit,
+        &mut out,
+    )
+    .map_err(|e| ToolErr::io(&rel, &e))?;
+    out.push(b'"');
+    let counts = ReadCounts {
         start_line: a.offset,
-        lines_returned: p.lines_returned,
-        total_lines: p.total_lines,
-        size_bytes: meta.len().max(read_len),
-        truncated: p.truncated,
-    })
+        lines_returned: w.lines_returned,
+        total_lines: w.total_lines,
+        size_bytes: meta.len().max(w.bytes_read),
+        truncated: w.capped || a.offset.saturating_add(w.lines_returned) < w.total_lines,
+    };
+    // `{"start_line":…}` with its `{` made the `,` after `content`.
+    let brace = out.len();
+    sonic_rs::to_writer(&mut out, &counts)
+        .map_err(|e| ToolErr::internal(format!("result of read_file: {e}")))?;
+    out[brace] = b',';
+    // SAFETY: every byte written is UTF-8: ASCII punctuation, and the
+    // escaped text of `str`s.
+    Ok(Encoded::new(unsafe { String::from_utf8_unchecked(out) }))
 }
 
 // --------------------------------------------------------------- write_file

@@ -117,6 +117,38 @@ fn errors_keep_their_codes() {
     );
 }
 
+/// `add`, writing its own JSON text (as a tool streaming a file would).
+fn add_encoded(a: Add) -> Result<Encoded<Sum>, ToolError> {
+    if a.a == 13 {
+        return Err(ToolError::new(ErrorCode::TooLarge, "unlucky"));
+    }
+    let sum = a.a + a.b;
+    Ok(Encoded::new(format!(
+        r#"{{"sum":{sum},"parts":[{{"n":1}}]}}"#
+    )))
+}
+
+#[test]
+fn an_encoded_tool_derives_its_schemas_and_returns_its_text_as_written() {
+    let plain = Tool::new("add", add).descriptor();
+    let encoded = Tool::encoded("add", add_encoded).descriptor();
+    assert_eq!(encoded, plain);
+    let t = [Tool::encoded("add", add_encoded)];
+    assert_eq!(
+        call(&t, "add", r#"{"a": 2, "b": 3}"#).unwrap(),
+        call(&tools(), "add", r#"{"a": 2, "b": 3}"#).unwrap()
+    );
+    // Arguments are parsed, and errors keep their codes, as for `Tool::new`.
+    assert_eq!(
+        call(&t, "add", r#"{"a": "x"}"#).unwrap_err().code,
+        ErrorCode::InvalidArguments
+    );
+    assert_eq!(
+        call(&t, "add", r#"{"a": 13}"#).unwrap_err().code,
+        ErrorCode::TooLarge
+    );
+}
+
 /// Hand-written schema with keys a derived one never has.
 fn verbatim_schema() -> serde_json::Value {
     json!({

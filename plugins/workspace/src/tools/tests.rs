@@ -33,120 +33,30 @@ impl Drop for TempRoot {
     }
 }
 
+/// `read_file` writes its JSON itself: the same text, byte for byte, as
+/// the SDK's encoder writes for the `ReadOut` it describes.
 #[test]
-fn preview_windows() {
-    let p = preview(b"a\nb\nc\n".to_vec(), 0, 1000, false);
-    assert_eq!(
-        p,
-        Preview {
-            content: "a\nb\nc\n".into(),
-            lines_returned: 3,
-            total_lines: 3,
-            truncated: false
-        }
-    );
-    let p = preview(b"a\nb\nc".to_vec(), 1, 1, false);
-    assert_eq!(
-        p,
-        Preview {
-            content: "b\n".into(),
-            lines_returned: 1,
-            total_lines: 3,
-            truncated: true
-        }
-    );
-    let p = preview(b"a\nb\nc".to_vec(), 2, 5, false);
-    assert_eq!((p.content.as_str(), p.truncated), ("c", false));
-    let p = preview(b"a\nb\n".to_vec(), 7, 5, false);
-    assert_eq!(
-        (p.lines_returned, p.total_lines, p.truncated),
-        (0, 2, false)
-    );
-    let p = preview(b"".to_vec(), 0, 5, false);
-    assert_eq!(
-        (p.lines_returned, p.total_lines, p.truncated),
-        (0, 0, false)
-    );
-    // The byte cap alone marks the preview truncated.
-    assert!(preview(b"a\n".to_vec(), 0, 5, true).truncated);
-    // Lossy UTF-8.
-    assert_eq!(
-        preview(b"\xff\n".to_vec(), 0, 5, false).content,
-        "\u{fffd}\n"
-    );
-}
-
-/// `line_window` against the definition it replaces (`split_inclusive`):
-/// every text of up to 8 bytes of `a` and `\n`, and long texts whose line
-/// ends fall on every position of a 16-byte SIMD block, every window.
-#[test]
-fn line_window_counts_as_split_inclusive() {
-    fn reference(text: &str, offset: u64, limit: u64) -> LineWindow {
-        let (mut total, mut returned, mut pos) = (0u64, 0u64, 0usize);
-        let mut bytes: Option<(usize, usize)> = None;
-        for line in text.split_inclusive('\n') {
-            if total >= offset && returned < limit {
-                let start = bytes.map_or(pos, |(start, _)| start);
-                bytes = Some((start, pos + line.len()));
-                returned += 1;
-            }
-            pos += line.len();
-            total += 1;
-        }
-        LineWindow {
-            total,
-            returned,
-            bytes,
-        }
-    }
-    let mut texts: Vec<String> = Vec::new();
-    for len in 0..=8u32 {
-        for bits in 0..(1u32 << len) {
-            texts.push(
-                (0..len)
-                    .map(|i| if bits >> i & 1 == 1 { '\n' } else { 'a' })
-                    .collect(),
-            );
-        }
-    }
-    for line_len in [1, 15, 16, 17, 31, 33, 100] {
-        let line = format!("{}\n", "é".repeat(line_len / 2) + &"x".repeat(line_len % 2));
-        texts.push(line.repeat(40));
-        texts.push(line.repeat(40) + "tail");
-    }
-    let mut checked = 0;
-    for text in &texts {
-        for offset in [0, 1, 2, 3, 5, 9, 39, 40, 41] {
-            for limit in [1, 2, 3, 7, 1000] {
-                let want = reference(text, offset, limit);
-                assert_eq!(
-                    line_window(text.as_bytes(), offset, limit),
-                    want,
-                    "{text:?} {offset} {limit}"
-                );
-                checked += 1;
-            }
-        }
-    }
-    assert!(checked > 10_000, "{checked}");
-}
-
-#[test]
-fn preview_keeps_valid_utf8_and_replaces_invalid_sequences() {
-    let long = "ü€😀 plain ascii text\n".repeat(100);
-    assert_eq!(
-        preview(long.clone().into_bytes(), 0, 1000, false).content,
-        long
-    );
-    let mut bytes = long.clone().into_bytes();
-    let at = 1000 + bytes[1000..].iter().position(|&b| b == b' ').unwrap();
-    bytes[at] = 0xff; // an ASCII byte far from the start made invalid
-    let text = preview(bytes.clone(), 0, 1000, false).content;
-    assert_eq!(text, String::from_utf8_lossy(&bytes));
-    assert_eq!(text.matches('\u{fffd}').count(), 1);
-    // Cut in the middle of a 4-byte sequence.
-    let cut = &"a😀".as_bytes()[..3];
-    assert_eq!(preview(cut.to_vec(), 0, 5, false).content, "a\u{fffd}");
+fn read_file_writes_what_encoding_its_result_would() {
+    let t = TempRoot::new();
+    let text = "line \"one\"\n\ttwo\u{1}\né😀\n".repeat(50);
+    t.put("d/q.txt", text.as_bytes());
+    let got = call(
+        &t.0,
+        "read_file",
+        r#"{"path": "d/q.txt", "offset": 1, "line_limit": 4}"#,
+    )
+    .unwrap();
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let want = ReadOut {
+        path: "d/q.txt".into(),
+        content: lines[1..5].concat(),
+        start_line: 1,
+        lines_returned: 4,
+        total_lines: lines.len() as u64,
+        size_bytes: text.len() as u64,
+        truncated: true,
+    };
+    assert_eq!(got, sonic_rs::to_string(&want).unwrap());
 }
 
 #[test]
