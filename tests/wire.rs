@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::collections::HashMap;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,85 @@ fn a_failure_too_costly_to_explain_is_reported_without_its_errors() {
     let (_, r) = call_raw(&mut s, "fits_result");
     assert!(!is_error(&r), "{r}");
     assert!(s.shutdown().success());
+}
+
+/// One plugin floods the validation threads with results whose checks
+/// are slow but each within its price (`slow_check_result`, priced just
+/// under the budget); another plugin's call, whose result is checked off
+/// the executor too, still succeeds: the flood holds only its own lane
+/// (half of the threads). When the threads were one queue, the second
+/// plugin's check waited behind the flood past its budget and its call
+/// failed with a contract violation.
+#[test]
+fn one_plugins_slow_checks_do_not_fail_another_plugins_calls() {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::create_dir(wt.path().join("many")).unwrap();
+    for i in 0..300 {
+        std::fs::write(wt.path().join(format!("many/file_{i:03}.txt")), "x").unwrap();
+    }
+    let dir = plugin_dir(&["test-plugins/bigwire.wasm", "plugins/workspace.wasm"]);
+    let (mut s, _log) = Server::start_logged(wt.path(), dir.path(), &[]);
+    let listed = s.call("list_dir", json!({"path": "many"}));
+    assert!(!is_error(&listed), "{listed}");
+    assert_checked_off_the_executor(&mut s, "list_dir", &listed["structuredContent"]);
+    let flood: Vec<u64> = (0..48)
+        .map(|_| {
+            s.send_request(
+                "tools/call",
+                json!({"name": "slow_check_result", "arguments": {}}),
+            )
+        })
+        .collect();
+    // Once one of the flood's checks has ended, the rest are queued.
+    let mut answers = HashMap::new();
+    read_until(&mut s, &mut answers, |a| !a.is_empty());
+    let id = s.send_request(
+        "tools/call",
+        json!({"name": "list_dir", "arguments": {"path": "many"}}),
+    );
+    read_until(&mut s, &mut answers, |a| a.contains_key(&id));
+    let honest = &answers[&id]["result"];
+    assert!(!is_error(honest), "{}", text_of(honest));
+    assert_eq!(honest["structuredContent"], listed["structuredContent"]);
+    // The server answers every call of the flood.
+    read_until(&mut s, &mut answers, |a| {
+        flood.iter().all(|id| a.contains_key(id))
+    });
+    assert!(flood.iter().all(|id| answers[id].get("result").is_some()));
+}
+
+/// Reads responses into `answers` (by id) until `done` says so.
+fn read_until(
+    s: &mut Server,
+    answers: &mut HashMap<u64, Value>,
+    done: impl Fn(&HashMap<u64, Value>) -> bool,
+) {
+    let deadline = Instant::now() + PROMPT;
+    while !done(answers) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = s.next_message(left).expect("an answer within PROMPT");
+        if let (None, Some(id)) = (msg.get("method"), msg["id"].as_u64()) {
+            answers.insert(id, msg);
+        }
+    }
+}
+
+/// `value`, the result of `tool`, is priced over the inline band: its check
+/// runs on the validation threads.
+fn assert_checked_off_the_executor(s: &mut Server, tool: &str, value: &Value) {
+    let tools = s.list_all_tools();
+    let listed = tools.iter().find(|t| t["name"] == tool).unwrap();
+    let schema = wasm_mcp_protocol::CheckedSchema::compile(
+        &listed["outputSchema"],
+        &wasm_mcp_protocol::SchemaLimits::default(),
+    )
+    .unwrap();
+    let v = wasm_mcp_protocol::Validation::shared();
+    let price = v.cost(&schema, value);
+    assert!(
+        price > v.budget().inline_cost,
+        "{tool}'s result is priced {price}"
+    );
 }
 
 /// A tool error under the transfer limit is copied and cut to 64 KiB,
@@ -298,8 +378,8 @@ fn tools_past_the_per_plugin_cap_are_refused_and_the_rest_served() {
     let tools = s.list_all_tools();
     assert_eq!(tools.len(), 256);
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert!(names.contains(&"huge_error") && names.contains(&"filler_246"));
-    assert!(!names.contains(&"filler_247"));
+    assert!(names.contains(&"huge_error") && names.contains(&"filler_245"));
+    assert!(!names.contains(&"filler_246"));
     assert!(s.shutdown().success());
     let log = log.read();
     assert!(log.contains("306 tools, over the limit of 256"), "{log}");

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use tokio::sync::Semaphore;
 use wasm_mcp_protocol::schema_limits::DEFAULT_MAX_SCHEMA_BYTES;
 use wasm_mcp_protocol::text::{display_clipped, head_chars, tail_bytes, LOG_DETAIL_BYTES};
-use wasm_mcp_protocol::ErrorKind;
+use wasm_mcp_protocol::{ErrorKind, Lane, Validation};
 use wasmtime::component::Component;
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap};
 
@@ -211,6 +211,9 @@ pub struct Plugin {
     pub(crate) built_tools: OnceLock<PluginTools>,
     /// This plugin's share of the call slots.
     share: Semaphore,
+    /// Its share of the validation threads: its results and its tools'
+    /// arguments are checked there, so checks slow to run hold only this.
+    validation_lane: Lane,
     /// Its next instance, made ahead of the call that will use it.
     pub(crate) spares: Spares,
 }
@@ -406,6 +409,7 @@ impl Plugin {
             name: admitted.name,
             digest: c.digest,
             share: Semaphore::new(admitted.grant.max_concurrency),
+            validation_lane: Validation::shared().lane(),
             grant: admitted.grant,
             cache: c.cache,
             code: RwLock::new(Arc::new(pre)),
@@ -425,6 +429,11 @@ impl Plugin {
     /// This plugin's share of the call slots.
     pub fn share(&self) -> &Semaphore {
         &self.share
+    }
+
+    /// This plugin's share of the validation threads.
+    pub fn validation_lane(&self) -> &Lane {
+        &self.validation_lane
     }
 
     /// The code calls start with now.

@@ -426,7 +426,8 @@ impl Registry {
         );
         let validation = wasm_mcp_protocol::Validation::shared();
         // Validation hands the same value back: `args_text` is what runs.
-        if let Err(e) = validation.validate(&tool.input, args).await {
+        let lane = Some(plugin.validation_lane());
+        if let Err(e) = validation.validate(lane, &tool.input, args).await {
             let outcome = AuditOutcome::Failed(ErrorKind::InvalidArguments);
             audit.finish(outcome, Some(e.to_string()), CallStats::default());
             return (Some(Outcome::InvalidArguments(e.to_string())), audit);
@@ -455,7 +456,10 @@ impl Registry {
                 tracing::info!(tool = name, kind = %e.kind(), elapsed_us, "call failed: {e_shown}");
                 Outcome::Failed(e)
             }
-            Ok(text) => match validation.check_result(&text, tool.output.as_ref()).await {
+            Ok(text) => match validation
+                .check_result(lane, &text, tool.output.as_ref())
+                .await
+            {
                 Ok(value) => Outcome::Ok { value, text },
                 Err(e) => Outcome::ContractViolation(e),
             },

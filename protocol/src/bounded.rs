@@ -28,7 +28,15 @@
 //!
 //! A thread that overran keeps its permit until it finishes (a validation
 //! cannot be interrupted), so a flood of slow validations makes later ones
-//! wait or fail with `BudgetExceeded`; it never blocks the executor.
+//! wait or fail with `BudgetExceeded`; it never blocks the executor. Whose
+//! later ones: work on behalf of a plugin (its results, its tools'
+//! arguments) runs in that plugin's [`Lane`], which holds at most half of
+//! the threads (as a plugin holds at most half of the call slots), so one
+//! plugin whose results are slow to check, even when each is within its
+//! price, makes only its own validations wait. Without lanes the threads
+//! were one queue: eight of a plugin's results at ~0.5 s each (priced
+//! under the budget) queued another plugin's 20 ms check for ~2 s, past
+//! its budget, and that plugin's call failed.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -86,6 +94,13 @@ pub struct Validation {
     permits: Arc<Semaphore>,
 }
 
+/// One plugin's share of a [`Validation`]'s threads ([`Validation::lane`]):
+/// its validations take a permit of their lane before a shared thread.
+#[derive(Debug)]
+pub struct Lane {
+    permits: Arc<Semaphore>,
+}
+
 impl Validation {
     pub fn new(budget: ValidationBudget) -> Self {
         let permits = Arc::new(Semaphore::new(budget.threads.max(1)));
@@ -102,15 +117,27 @@ impl Validation {
         &self.budget
     }
 
+    /// A new lane: at most half of the threads (at least one), as a
+    /// plugin's share of the call slots is half of them.
+    pub fn lane(&self) -> Lane {
+        let share = self.budget.threads.max(1).div_ceil(2);
+        Lane {
+            permits: Arc::new(Semaphore::new(share)),
+        }
+    }
+
     /// Price `value` against `schema` (counting stops past the budget).
     pub fn cost(&self, schema: &CheckedSchema, value: &Value) -> u64 {
         schema.cost(value, self.budget.max_cost)
     }
 
     /// Run `job`, whose price is `cost`, within the budget: inline when
-    /// cheap, else on a blocking thread with a deadline.
+    /// cheap, else on a blocking thread with a deadline (in `lane`, if
+    /// any: its permit first, then a shared thread's; both held until the
+    /// job ends, past its deadline too).
     pub async fn run<T: Send + 'static>(
         &self,
+        lane: Option<&Lane>,
         cost: u64,
         job: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ValidationFailure> {
@@ -123,11 +150,15 @@ impl Validation {
         if cost <= self.budget.inline_cost {
             return Ok(job());
         }
-        let permits = self.permits.clone();
+        let (own, shared) = (lane.map(|l| l.permits.clone()), self.permits.clone());
         let off_thread = async move {
-            let permit = permits.acquire_owned().await.expect("never closed");
+            let own = match own {
+                Some(lane) => Some(lane.acquire_owned().await.expect("never closed")),
+                None => None,
+            };
+            let shared = shared.acquire_owned().await.expect("never closed");
             tokio::task::spawn_blocking(move || {
-                let _permit = permit;
+                let _permits = (own, shared);
                 job()
             })
             .await
@@ -139,30 +170,37 @@ impl Validation {
         }
     }
 
-    /// Validate `value` (returned when valid): checked at the schema's
-    /// price, and explained only when it fails, at the price of explaining.
+    /// Validate `value` (returned when valid), in `lane` if any: checked
+    /// at the schema's price, and explained only when it fails, at the
+    /// price of explaining.
     pub async fn validate(
         &self,
+        lane: Option<&Lane>,
         schema: &Arc<CheckedSchema>,
         value: Value,
     ) -> Result<Value, ValidationFailure> {
         let cost = self.cost(schema, &value);
         let checked = schema.clone();
         let (valid, value) = self
-            .run(cost, move || (checked.is_valid(&value), value))
+            .run(lane, cost, move || (checked.is_valid(&value), value))
             .await?;
         if valid {
             return Ok(value);
         }
         Err(ValidationFailure::Invalid(
-            self.explain(schema, value).await,
+            self.explain(lane, schema, value).await,
         ))
     }
 
     /// Why `value`, which `schema` refuses, is refused: its errors, or,
     /// when listing them is over [`ValidationBudget::max_explain_cost`] or
     /// its time, a message saying so.
-    async fn explain(&self, schema: &Arc<CheckedSchema>, value: Value) -> String {
+    async fn explain(
+        &self,
+        lane: Option<&Lane>,
+        schema: &Arc<CheckedSchema>,
+        value: Value,
+    ) -> String {
         let cap = self.budget.max_explain_cost;
         let cost = schema.cost_of_errors(&value, cap);
         if cost > cap {
@@ -170,7 +208,7 @@ impl Validation {
         }
         let schema = schema.clone();
         match self
-            .run(cost, move || crate::validate(&schema, &value).err())
+            .run(lane, cost, move || crate::validate(&schema, &value).err())
             .await
         {
             Ok(Some(errors)) => errors,
@@ -179,24 +217,30 @@ impl Validation {
         }
     }
 
-    /// [`crate::check_result`] with the output schema's validation bounded.
-    /// The error is the contract violation to report.
+    /// [`crate::check_result`] with the output schema's validation bounded
+    /// (in `lane`, if any). The error is the contract violation to report.
     pub async fn check_result(
         &self,
+        lane: Option<&Lane>,
         text: &str,
         output: Option<&Arc<CheckedSchema>>,
     ) -> Result<Value, String> {
         let value = crate::check_result(text, None)?;
         match output {
             None => Ok(value),
-            Some(schema) => self.validate(schema, value).await.map_err(|e| match e {
-                ValidationFailure::Invalid(m) => {
-                    format!("result does not match the tool's outputSchema: {m}")
-                }
-                other => {
-                    format!("result could not be checked against the tool's outputSchema: {other}")
-                }
-            }),
+            Some(schema) => self
+                .validate(lane, schema, value)
+                .await
+                .map_err(|e| match e {
+                    ValidationFailure::Invalid(m) => {
+                        format!("result does not match the tool's outputSchema: {m}")
+                    }
+                    other => {
+                        format!(
+                            "result could not be checked against the tool's outputSchema: {other}"
+                        )
+                    }
+                }),
         }
     }
 }

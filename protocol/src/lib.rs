@@ -16,7 +16,7 @@ pub mod text;
 pub mod validate;
 
 #[cfg(feature = "bounded")]
-pub use bounded::{Validation, ValidationBudget, ValidationFailure};
+pub use bounded::{Lane, Validation, ValidationBudget, ValidationFailure};
 pub use checked_schema::{CheckedSchema, SchemaError};
 pub use cursor::{decode_cursor, encode_cursor};
 pub use errors::{ErrorKind, CALL_ID_META, ERROR_KIND_META};

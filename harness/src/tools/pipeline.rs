@@ -471,7 +471,7 @@ async fn validate_input(spec: &RegisteredTool, info: &ToolCallInfo) -> Result<()
 /// slow); errors in the protocol's one format, a budget overrun as one error.
 async fn bounded_validate(schema: &Arc<CheckedSchema>, value: &Value) -> Result<(), String> {
     Validation::shared()
-        .validate(schema, value.clone())
+        .validate(None, schema, value.clone())
         .await
         .map(drop)
         .map_err(|e| e.to_string())

@@ -10,7 +10,10 @@
 //! it: ~7 s when the host priced a string as one node and ran it inline).
 //! And a 4 MiB string that fails all 490 branches of an `anyOf` (no
 //! keyword reads it, so checking it is cheap; explaining the failure copied
-//! it once per branch: ~1 s and ~2.4 GB inline).
+//! it once per branch: ~1 s and ~2.4 GB inline). And a result whose check
+//! is slow within its price (60,000 fractional `multipleOf` checks of
+//! floats near 1e308, priced just under the budget: ~0.14 s each in a
+//! release build), to flood the validation threads with.
 
 use serde_json::json;
 use wasm_mcp_guest::{ErrorCode, Tool, ToolError};
@@ -26,9 +29,10 @@ pub const WIRE_TOOLS: &[&str] = &[
     "violating_result",
     "costly_result",
     "branching_result",
+    "slow_check_result",
 ];
 /// Filler tools: with the wire tools, 306 declared.
-pub const FILLERS: usize = 297;
+pub const FILLERS: usize = 296;
 
 /// `{"n":[1e9,1e9,…]}` of about `bytes` bytes: each `1e9` becomes
 /// `1000000000.0` once parsed and serialized again (3.25× larger).
@@ -73,6 +77,7 @@ pub fn tools() -> Vec<Tool> {
                 })),
                 "costly_result" => tool.output_schema(costly_schema()),
                 "branching_result" => tool.output_schema(branching_schema()),
+                "slow_check_result" => tool.output_schema(slow_check_schema()),
                 _ => tool,
             }
         })
@@ -95,6 +100,12 @@ fn branching_schema() -> serde_json::Value {
     json!({"type": "object", "properties": {"s": {"anyOf": branches}}})
 }
 
+/// Ten fractional `multipleOf` checks of every item of `a`.
+fn slow_check_schema() -> serde_json::Value {
+    let checks: Vec<_> = (0..10).map(|_| json!({"multipleOf": 0.1})).collect();
+    json!({"type": "object", "properties": {"a": {"type": "array", "items": {"allOf": checks}}}})
+}
+
 fn run(name: &str) -> Result<String, ToolError> {
     match name {
         "huge_error" => Err(ToolError::new(ErrorCode::Io, "E".repeat(100 << 20))),
@@ -113,6 +124,7 @@ fn run(name: &str) -> Result<String, ToolError> {
         "costly_result" | "branching_result" => {
             Ok(format!("{{\"s\":\"{}\"}}", "a".repeat(4 << 20)))
         }
+        "slow_check_result" => Ok(json!({"a": vec![1.7e308; 6000]}).to_string()),
         _ => Ok("{}".into()),
     }
 }
@@ -141,6 +153,6 @@ mod tests {
         assert!(out.starts_with("{\"n\":[1e9,1e9,"), "not re-serialized");
         let e = wasm_mcp_guest::call(&t, "huge_error", "{}").unwrap_err();
         assert_eq!(e.message.len(), 100 << 20);
-        assert_eq!(wasm_mcp_guest::call(&t, "filler_296", "{}").unwrap(), "{}");
+        assert_eq!(wasm_mcp_guest::call(&t, "filler_295", "{}").unwrap(), "{}");
     }
 }

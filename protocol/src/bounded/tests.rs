@@ -51,7 +51,7 @@ async fn a_slow_job_ends_at_its_budget_and_the_executor_keeps_running() {
         }
     };
     let job = || std::thread::sleep(Duration::from_secs(2));
-    let (result, ticked_at) = tokio::join!(v.run(cost, job), ticker);
+    let (result, ticked_at) = tokio::join!(v.run(None, cost, job), ticker);
     assert_eq!(
         result.unwrap_err(),
         ValidationFailure::BudgetExceeded(Duration::from_millis(300))
@@ -73,7 +73,7 @@ async fn too_costly_is_refused_without_running() {
     let v = budget(60_000);
     let started = Instant::now();
     let err = v
-        .validate(&schema, json!({"xs": vec![1; 1000]}))
+        .validate(None, &schema, json!({"xs": vec![1; 1000]}))
         .await
         .unwrap_err();
     assert!(matches!(err, ValidationFailure::TooCostly { .. }), "{err}");
@@ -92,25 +92,30 @@ async fn cheap_and_off_thread_validations_give_the_same_answers() {
             ..ValidationBudget::default()
         });
         assert_eq!(
-            v.validate(&schema, json!({"n": 1})).await.unwrap(),
+            v.validate(None, &schema, json!({"n": 1})).await.unwrap(),
             json!({"n": 1})
         );
-        let err = v.validate(&schema, json!({"n": "x"})).await.unwrap_err();
+        let err = v
+            .validate(None, &schema, json!({"n": "x"}))
+            .await
+            .unwrap_err();
         assert!(
             matches!(&err, ValidationFailure::Invalid(m) if m.contains("/n")),
             "{err}"
         );
         assert_eq!(
-            v.check_result(r#"{"n":2}"#, Some(&schema)).await.unwrap(),
+            v.check_result(None, r#"{"n":2}"#, Some(&schema))
+                .await
+                .unwrap(),
             json!({"n": 2})
         );
         let e = v
-            .check_result(r#"{"m":2}"#, Some(&schema))
+            .check_result(None, r#"{"m":2}"#, Some(&schema))
             .await
             .unwrap_err();
         assert!(e.contains("outputSchema"), "{e}");
         assert!(v
-            .check_result("[1]", None)
+            .check_result(None, "[1]", None)
             .await
             .unwrap_err()
             .contains("not a JSON object"));
@@ -132,7 +137,10 @@ async fn overrun_result_check_is_a_clear_contract_message() {
         price > v.budget().inline_cost && price <= v.budget().max_cost,
         "{price}"
     );
-    let e = v.check_result(&text, Some(&schema)).await.unwrap_err();
+    let e = v
+        .check_result(None, &text, Some(&schema))
+        .await
+        .unwrap_err();
     assert_eq!(
         e,
         "result could not be checked against the tool's outputSchema: validation did not finish within its budget of 1ms"
@@ -154,7 +162,7 @@ async fn a_failure_is_explained_only_within_its_own_price() {
     let long = json!({"a": "a".repeat(4 << 20)});
     assert!(v.cost(&schema, &long) <= v.budget().inline_cost);
     let started = Instant::now();
-    let ValidationFailure::Invalid(why) = v.validate(&schema, long).await.unwrap_err() else {
+    let ValidationFailure::Invalid(why) = v.validate(None, &schema, long).await.unwrap_err() else {
         panic!("invalid")
     };
     assert!(
@@ -168,7 +176,10 @@ async fn a_failure_is_explained_only_within_its_own_price() {
         "{:?}",
         started.elapsed()
     );
-    let ValidationFailure::Invalid(why) = v.validate(&schema, json!({"a": "x"})).await.unwrap_err()
+    let ValidationFailure::Invalid(why) = v
+        .validate(None, &schema, json!({"a": "x"}))
+        .await
+        .unwrap_err()
     else {
         panic!("invalid")
     };
@@ -254,7 +265,8 @@ async fn name_lists_count_when_a_failure_is_explained() {
         // Cheap to check (about 1,000 to 2,000 units).
         assert!(v.cost(&schema, &value) <= 2 * v.budget().inline_cost);
         let started = Instant::now();
-        let ValidationFailure::Invalid(why) = v.validate(&schema, value).await.unwrap_err() else {
+        let ValidationFailure::Invalid(why) = v.validate(None, &schema, value).await.unwrap_err()
+        else {
             panic!("invalid")
         };
         assert!(
@@ -266,5 +278,68 @@ async fn name_lists_count_when_a_failure_is_explained() {
             "{:?}",
             started.elapsed()
         );
+    }
+}
+
+/// One plugin's checks, slow but each within its price, hold only its own
+/// lane: another plugin's check, started behind a flood of them, runs at
+/// once on the thread its lane leaves free. (Sleeping jobs stand for
+/// checks slow within their price.) When the threads were one queue, the
+/// second plugin's check waited behind the flood past its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_plugins_slow_checks_leave_other_plugins_a_thread() {
+    let v = Arc::new(budget(1000));
+    assert_eq!(v.budget().threads, 2);
+    let cost = v.budget().inline_cost + 1;
+    let hostile = Arc::new(v.lane());
+    let flood: Vec<_> = (0..8)
+        .map(|_| {
+            let (v, lane) = (v.clone(), hostile.clone());
+            tokio::spawn(async move {
+                let slow = || std::thread::sleep(Duration::from_millis(600));
+                v.run(Some(&lane), cost, slow).await
+            })
+        })
+        .collect();
+    // The flood has a thread before the other plugin's check starts.
+    let queued = Instant::now();
+    while v.permits.available_permits() == 2 {
+        assert!(
+            queued.elapsed() < Duration::from_secs(5),
+            "the flood never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let honest = v.lane();
+    let started = Instant::now();
+    let quick = || {
+        std::thread::sleep(Duration::from_millis(20));
+        7
+    };
+    assert_eq!(v.run(Some(&honest), cost, quick).await, Ok(7));
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    // The flood's own later checks are the ones that wait past the budget.
+    let mut over = 0;
+    for job in flood {
+        if job.await.unwrap() == Err(ValidationFailure::BudgetExceeded(Duration::from_secs(1))) {
+            over += 1;
+        }
+    }
+    assert!(over >= 6, "{over} of the flood's 8 checks went over");
+}
+
+/// A lane holds half of the threads, at least one.
+#[test]
+fn a_lane_holds_half_of_the_threads() {
+    for (threads, share) in [(0, 1), (1, 1), (2, 1), (3, 2), (4, 2), (8, 4)] {
+        let v = Validation::new(ValidationBudget {
+            threads,
+            ..ValidationBudget::default()
+        });
+        assert_eq!(v.lane().permits.available_permits(), share, "{threads}");
     }
 }
