@@ -39,7 +39,6 @@ type Run = Box<dyn Fn(&str) -> Result<String, ToolError>>;
 /// The JSON text of a `T`, written by the tool itself (see
 /// [`Tool::encoded`]). Nothing here checks that the text is a `T`: the
 /// host checks every result against the tool's output schema.
-#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Encoded<T> {
     json: String,
     of: PhantomData<fn() -> T>,
@@ -51,10 +50,6 @@ impl<T> Encoded<T> {
             json,
             of: PhantomData,
         }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.json
     }
 }
 

@@ -105,10 +105,11 @@ fn random_file(rng: &mut Rng, max_pieces: u64) -> Vec<u8> {
         .collect()
 }
 
-/// Every chunk size from 1 byte (each multi-byte character split), caps
-/// that cut characters, windows inside and past the text: the streamed
-/// window, its counts, and its JSON text are what reading the whole file
-/// gave.
+/// Small chunks (from the smallest buffer, 4 bytes, so that characters
+/// are split at every offset; 1-byte reads are `short_and_interrupted_…`),
+/// caps that cut characters, windows inside and past the text: the
+/// streamed window, its counts, and its JSON text are what reading the
+/// whole file gave.
 #[test]
 fn a_streamed_window_is_the_window_of_the_whole_file() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
