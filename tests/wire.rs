@@ -169,6 +169,9 @@ fn one_plugins_slow_checks_do_not_fail_another_plugins_calls() {
     let listed = s.call("list_dir", json!({"path": "many"}));
     assert!(!is_error(&listed), "{listed}");
     assert_checked_off_the_executor(&mut s, "list_dir", &listed["structuredContent"]);
+    // The flood's results are checked, not refused by their price.
+    let slow = json!({"a": vec![1.7e308; 6000]});
+    assert_checked_off_the_executor(&mut s, "slow_check_result", &slow);
     let flood: Vec<u64> = (0..48)
         .map(|_| {
             s.send_request(
@@ -188,11 +191,20 @@ fn one_plugins_slow_checks_do_not_fail_another_plugins_calls() {
     let honest = &answers[&id]["result"];
     assert!(!is_error(honest), "{}", text_of(honest));
     assert_eq!(honest["structuredContent"], listed["structuredContent"]);
-    // The server answers every call of the flood.
+    // The server answers every call of the flood; its own checks are the
+    // ones that went over their budget.
     read_until(&mut s, &mut answers, |a| {
         flood.iter().all(|id| a.contains_key(id))
     });
     assert!(flood.iter().all(|id| answers[id].get("result").is_some()));
+    let over = flood
+        .iter()
+        .filter(|id| text_of(&answers[id]["result"]).contains("did not finish within its budget"))
+        .count();
+    assert!(
+        over > 0,
+        "none of the flood's checks waited past its budget"
+    );
 }
 
 /// Reads responses into `answers` (by id) until `done` says so.
@@ -211,8 +223,8 @@ fn read_until(
     }
 }
 
-/// `value`, the result of `tool`, is priced over the inline band: its check
-/// runs on the validation threads.
+/// `value`, the result of `tool`, is priced over the inline band and within
+/// the budget: its check runs on the validation threads.
 fn assert_checked_off_the_executor(s: &mut Server, tool: &str, value: &Value) {
     let tools = s.list_all_tools();
     let listed = tools.iter().find(|t| t["name"] == tool).unwrap();
@@ -223,8 +235,9 @@ fn assert_checked_off_the_executor(s: &mut Server, tool: &str, value: &Value) {
     .unwrap();
     let v = wasm_mcp_protocol::Validation::shared();
     let price = v.cost(&schema, value);
+    let b = v.budget();
     assert!(
-        price > v.budget().inline_cost,
+        price > b.inline_cost && price <= b.max_cost,
         "{tool}'s result is priced {price}"
     );
 }

@@ -26,30 +26,34 @@
 //! without its errors (490 `anyOf` branches failing on a plugin's own 5 MB
 //! string took 1.1 s and 2.4 GB when explained inline; a helper's find).
 //!
-//! A thread that overran keeps its permit until it finishes (a validation
-//! cannot be interrupted), so a flood of slow validations makes later ones
-//! wait or fail with `BudgetExceeded`; it never blocks the executor. Whose
-//! later ones: work on behalf of a plugin (its results, its tools'
-//! arguments) runs in that plugin's [`Lane`], which holds at most half of
-//! the threads (as a plugin holds at most half of the call slots), so one
-//! plugin whose results are slow to check, even when each is within its
-//! price, makes only its own validations wait. Without lanes the threads
-//! were one queue: eight of a plugin's results at ~0.5 s each (priced
-//! under the budget) queued another plugin's 20 ms check for ~2 s, past
-//! its budget, and that plugin's call failed.
+//! Work on behalf of a plugin (its results, its tools' arguments) runs in
+//! that plugin's [`Lane`]: a job takes a permit of its lane, then one of
+//! the shared threads' (`threads` of them). A job that overruns its budget
+//! cannot be interrupted: it keeps its lane's permit until it ends, but
+//! gives the shared permit back at its caller's deadline. So a plugin
+//! whose results are slow to check (each within its price, or not) makes
+//! its own later checks wait or fail with `BudgetExceeded`, and others wait
+//! at most for jobs still within their budget; nothing blocks the
+//! executor. When the threads were one queue, 48 of one plugin's results
+//! (~0.14 s each, priced just under the budget) queued another plugin's
+//! 20 ms check past its budget, and that plugin's call failed; and when
+//! overrunning jobs kept their shared permits, two such plugins could
+//! hold every thread (a reviewer's find).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::checked_schema::CheckedSchema;
 
 /// Limits of one validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidationBudget {
-    /// Wall-clock time for one validation, waiting for a thread included.
+    /// Wall-clock time for each step of a validation (the check, then,
+    /// for a value that fails, the explanation), waiting for a thread
+    /// included.
     pub time: Duration,
     /// Highest price accepted (expanded subschemas × instance nodes).
     pub max_cost: u64,
@@ -94,6 +98,30 @@ pub struct Validation {
     permits: Arc<Semaphore>,
 }
 
+/// The permit of a shared validation thread, given back by whichever comes
+/// first: the end of its job, or its caller's deadline.
+#[derive(Clone, Default)]
+struct SharedThread(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+
+impl SharedThread {
+    fn hold(&self, permit: OwnedSemaphorePermit) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(permit);
+    }
+
+    fn give_back(&self) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
+}
+
+/// Gives a [`SharedThread`] back when dropped (the job ended or unwound).
+struct GiveBack(SharedThread);
+
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        self.0.give_back();
+    }
+}
+
 /// One plugin's share of a [`Validation`]'s threads ([`Validation::lane`]):
 /// its validations take a permit of their lane before a shared thread.
 #[derive(Debug)]
@@ -117,8 +145,8 @@ impl Validation {
         &self.budget
     }
 
-    /// A new lane: at most half of the threads (at least one), as a
-    /// plugin's share of the call slots is half of them.
+    /// A new lane: half of the threads, rounded up (as a plugin's share of
+    /// the call slots is half of them).
     pub fn lane(&self) -> Lane {
         let share = self.budget.threads.max(1).div_ceil(2);
         Lane {
@@ -151,22 +179,31 @@ impl Validation {
             return Ok(job());
         }
         let (own, shared) = (lane.map(|l| l.permits.clone()), self.permits.clone());
+        let thread = SharedThread::default();
+        let on_thread = thread.clone();
         let off_thread = async move {
             let own = match own {
                 Some(lane) => Some(lane.acquire_owned().await.expect("never closed")),
                 None => None,
             };
-            let shared = shared.acquire_owned().await.expect("never closed");
+            on_thread.hold(shared.acquire_owned().await.expect("never closed"));
+            let given_back = GiveBack(on_thread);
             tokio::task::spawn_blocking(move || {
-                let _permits = (own, shared);
+                let _permits = (own, given_back);
                 job()
             })
             .await
         };
-        match tokio::time::timeout(self.budget.time, off_thread).await {
+        let ran = tokio::time::timeout(self.budget.time, off_thread).await;
+        // The job ended, or its caller stops waiting for it: either way the
+        // shared thread's permit is free for others now. An overrunning job
+        // keeps only its lane's.
+        thread.give_back();
+        match ran {
             Ok(Ok(out)) => Ok(out),
-            Ok(Err(join)) => std::panic::resume_unwind(join.into_panic()),
-            Err(_) => Err(ValidationFailure::BudgetExceeded(self.budget.time)),
+            Ok(Err(join)) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+            // A blocking task cancelled (the runtime shutting down) did not finish.
+            Ok(Err(_)) | Err(_) => Err(ValidationFailure::BudgetExceeded(self.budget.time)),
         }
     }
 

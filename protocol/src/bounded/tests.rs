@@ -292,24 +292,9 @@ async fn one_plugins_slow_checks_leave_other_plugins_a_thread() {
     assert_eq!(v.budget().threads, 2);
     let cost = v.budget().inline_cost + 1;
     let hostile = Arc::new(v.lane());
-    let flood: Vec<_> = (0..8)
-        .map(|_| {
-            let (v, lane) = (v.clone(), hostile.clone());
-            tokio::spawn(async move {
-                let slow = || std::thread::sleep(Duration::from_millis(600));
-                v.run(Some(&lane), cost, slow).await
-            })
-        })
-        .collect();
+    let flood: Vec<_> = (0..8).map(|_| sleeping_job(&v, &hostile, 600)).collect();
     // The flood has a thread before the other plugin's check starts.
-    let queued = Instant::now();
-    while v.permits.available_permits() == 2 {
-        assert!(
-            queued.elapsed() < Duration::from_secs(5),
-            "the flood never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_for_taken_threads(&v, 1).await;
     let honest = v.lane();
     let started = Instant::now();
     let quick = || {
@@ -341,5 +326,91 @@ fn a_lane_holds_half_of_the_threads() {
             ..ValidationBudget::default()
         });
         assert_eq!(v.lane().permits.available_permits(), share, "{threads}");
+    }
+}
+
+/// Two plugins whose checks overrun their budget (each keeps running on
+/// its thread) leave the shared threads free once their callers' deadlines
+/// pass: a third plugin's check, started while both threads are taken,
+/// runs once they are given back, within its own budget. When overrunning
+/// jobs kept their shared permits, the two held every thread until they
+/// ended and the third check went over its budget (a reviewer's find).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overrunning_checks_give_their_shared_thread_back_at_the_deadline() {
+    let v = Arc::new(budget(1000));
+    let cost = v.budget().inline_cost + 1;
+    let hostile: Vec<_> = (0..2)
+        .map(|_| sleeping_job(&v, &Arc::new(v.lane()), 2500))
+        .collect();
+    wait_for_taken_threads(&v, 2).await;
+    // Half-way through the overruns' budget: their deadlines pass ~500 ms
+    // before this check's.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(v.permits.available_permits(), 0);
+    let honest = v.lane();
+    let quick = || {
+        std::thread::sleep(Duration::from_millis(20));
+        7
+    };
+    assert_eq!(v.run(Some(&honest), cost, quick).await, Ok(7));
+    for job in hostile {
+        assert_eq!(
+            job.await.unwrap(),
+            Err(ValidationFailure::BudgetExceeded(Duration::from_secs(1)))
+        );
+    }
+}
+
+/// A job that panics gives both its permits back (the panic reaches the
+/// caller), and so does a caller that stops waiting before its job starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_come_back_after_a_panic_and_a_cancelled_wait() {
+    let v = Arc::new(budget(1000));
+    let cost = v.budget().inline_cost + 1;
+    let lane = Arc::new(v.lane());
+    let panicked = tokio::spawn({
+        let (v, lane) = (v.clone(), lane.clone());
+        async move { v.run(Some(&lane), cost, || panic!("a job's bug")).await }
+    });
+    assert!(panicked.await.unwrap_err().is_panic());
+    assert_eq!(v.permits.available_permits(), 2);
+    assert_eq!(lane.permits.available_permits(), 1);
+    // A wait dropped while the lane's only permit is taken by another job.
+    let slow = v.run(Some(&lane), cost, || {
+        std::thread::sleep(Duration::from_millis(300))
+    });
+    let waiting = v.run(Some(&lane), cost, || ());
+    let (slow, waiting) = tokio::join!(slow, async {
+        tokio::time::timeout(Duration::from_millis(50), waiting).await
+    });
+    assert_eq!(slow, Ok(()));
+    assert!(waiting.is_err(), "the second job waited for the lane");
+    assert_eq!(v.permits.available_permits(), 2);
+    assert_eq!(lane.permits.available_permits(), 1);
+}
+
+/// A job of `lane` priced off the executor that sleeps `ms`, on a task.
+fn sleeping_job(
+    v: &Arc<Validation>,
+    lane: &Arc<Lane>,
+    ms: u64,
+) -> tokio::task::JoinHandle<Result<(), ValidationFailure>> {
+    let (v, lane) = (v.clone(), lane.clone());
+    let cost = v.budget().inline_cost + 1;
+    tokio::spawn(async move {
+        let sleep = move || std::thread::sleep(Duration::from_millis(ms));
+        v.run(Some(&lane), cost, sleep).await
+    })
+}
+
+/// Waits until at least `n` shared threads are taken.
+async fn wait_for_taken_threads(v: &Validation, n: usize) {
+    let started = Instant::now();
+    while v.budget().threads - v.permits.available_permits() < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the jobs never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
