@@ -172,17 +172,23 @@ fn one_plugins_slow_checks_do_not_fail_another_plugins_calls() {
     // The flood's results are checked, not refused by their price.
     let slow = json!({"a": vec![1.7e308; 6000]});
     assert_checked_off_the_executor(&mut s, "slow_check_result", &slow);
-    let flood: Vec<u64> = (0..48)
-        .map(|_| {
-            s.send_request(
-                "tools/call",
-                json!({"name": "slow_check_result", "arguments": {}}),
-            )
-        })
-        .collect();
-    // Once one of the flood's checks has ended, the rest are queued.
+    let flood_wave = |s: &mut Server| -> Vec<u64> {
+        (0..48)
+            .map(|_| {
+                s.send_request(
+                    "tools/call",
+                    json!({"name": "slow_check_result", "arguments": {}}),
+                )
+            })
+            .collect()
+    };
+    // Once one of the flood's checks has ended, the rest are queued; a
+    // second wave then queues just ahead of the other plugin's call, so
+    // the flood keeps the threads busy for as long as that call's budget.
+    let mut flood = flood_wave(&mut s);
     let mut answers = HashMap::new();
     read_until(&mut s, &mut answers, |a| !a.is_empty());
+    flood.extend(flood_wave(&mut s));
     let id = s.send_request(
         "tools/call",
         json!({"name": "list_dir", "arguments": {"path": "many"}}),
@@ -205,6 +211,7 @@ fn one_plugins_slow_checks_do_not_fail_another_plugins_calls() {
         over > 0,
         "none of the flood's checks waited past its budget"
     );
+    assert!(s.shutdown().success());
 }
 
 /// Reads responses into `answers` (by id) until `done` says so.

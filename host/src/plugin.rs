@@ -212,7 +212,8 @@ pub struct Plugin {
     /// This plugin's share of the call slots.
     share: Semaphore,
     /// Its share of the validation threads: its results and its tools'
-    /// arguments are checked there, so checks slow to run hold only this.
+    /// arguments are checked there, so checks slow to run hold only this
+    /// past their deadline.
     validation_lane: Lane,
     /// Its next instance, made ahead of the call that will use it.
     pub(crate) spares: Spares,

@@ -10,9 +10,11 @@
 //!   to a small call. Below this bound even the worst case (every unit
 //!   producing an error) stays around a millisecond.
 //! * up to [`ValidationBudget::max_cost`]: on tokio's blocking pool, at most
-//!   [`ValidationBudget::threads`] at once (a semaphore), under a time
-//!   budget; the caller gets [`ValidationFailure::BudgetExceeded`] at the
-//!   deadline while other requests keep being served.
+//!   [`ValidationBudget::threads`] at once within their deadline (a
+//!   semaphore; a job past it keeps running outside that count, holding
+//!   its lane's permit, below), under a time budget; the caller gets
+//!   [`ValidationFailure::BudgetExceeded`] at the deadline while other
+//!   requests keep being served.
 //! * above `max_cost`: refused without running ([`ValidationFailure::TooCostly`]).
 //!
 //! A validation first only checks (jsonschema's `is_valid`, which copies
@@ -27,16 +29,19 @@
 //! string took 1.1 s and 2.4 GB when explained inline; a helper's find).
 //!
 //! Work on behalf of a plugin (its results, its tools' arguments) runs in
-//! that plugin's [`Lane`]: a job takes a permit of its lane, then one of
-//! the shared threads' (`threads` of them). A job that overruns its budget
-//! cannot be interrupted: it keeps its lane's permit until it ends, but
-//! gives the shared permit back at its caller's deadline. So a plugin
+//! that plugin's [`Lane`] (other work in one lane of `threads` permits): a
+//! job takes a permit of its lane, then one of the shared threads'
+//! (`threads` of them). A job that overruns its budget cannot be
+//! interrupted: it keeps its lane's permit until it ends, but gives the
+//! shared permit back at its caller's deadline, or when its caller stops
+//! waiting (a cancelled call), whichever is first. So jobs running past
+//! their deadline are at most a lane's worth per lane, and a plugin
 //! whose results are slow to check (each within its price, or not) makes
 //! its own later checks wait or fail with `BudgetExceeded`, and others wait
 //! at most for jobs still within their budget; nothing blocks the
 //! executor. When the threads were one queue, 48 of one plugin's results
 //! (~0.14 s each, priced just under the budget) queued another plugin's
-//! 20 ms check past its budget, and that plugin's call failed; and when
+//! `list_dir` result check past its budget, and that plugin's call failed; and when
 //! overrunning jobs kept their shared permits, two such plugins could
 //! hold every thread (a reviewer's find).
 
@@ -52,8 +57,8 @@ use crate::checked_schema::CheckedSchema;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidationBudget {
     /// Wall-clock time for each step of a validation (the check, then,
-    /// for a value that fails, the explanation), waiting for a thread
-    /// included.
+    /// for a value that fails, the explanation), waiting for its lane and
+    /// a thread included.
     pub time: Duration,
     /// Highest price accepted (expanded subschemas × instance nodes).
     pub max_cost: u64,
@@ -63,7 +68,8 @@ pub struct ValidationBudget {
     /// at most ~64 bytes: ~16 MB at the default); above it the failure is
     /// reported without them.
     pub max_explain_cost: u64,
-    /// Validations running at once off the executor.
+    /// Validations running at once off the executor within their deadline
+    /// (a job past it keeps running, holding only its lane's permit).
     pub threads: usize,
 }
 
@@ -96,6 +102,10 @@ pub enum ValidationFailure {
 pub struct Validation {
     budget: ValidationBudget,
     permits: Arc<Semaphore>,
+    /// The lane of work that names none (e.g. the harness's checks):
+    /// `threads` permits, so that its jobs past their deadline are bounded
+    /// too.
+    unlaned: Lane,
 }
 
 /// The permit of a shared validation thread, given back by whichever comes
@@ -113,7 +123,9 @@ impl SharedThread {
     }
 }
 
-/// Gives a [`SharedThread`] back when dropped (the job ended or unwound).
+/// Gives a [`SharedThread`] back when dropped: by the job when it ends or
+/// unwinds, by its caller when it stops waiting (at the deadline, or
+/// cancelled).
 struct GiveBack(SharedThread);
 
 impl Drop for GiveBack {
@@ -131,8 +143,14 @@ pub struct Lane {
 
 impl Validation {
     pub fn new(budget: ValidationBudget) -> Self {
-        let permits = Arc::new(Semaphore::new(budget.threads.max(1)));
-        Validation { budget, permits }
+        let threads = budget.threads.max(1);
+        Validation {
+            budget,
+            permits: Arc::new(Semaphore::new(threads)),
+            unlaned: Lane {
+                permits: Arc::new(Semaphore::new(threads)),
+            },
+        }
     }
 
     /// The process-wide runner with the default budget.
@@ -160,9 +178,11 @@ impl Validation {
     }
 
     /// Run `job`, whose price is `cost`, within the budget: inline when
-    /// cheap, else on a blocking thread with a deadline (in `lane`, if
-    /// any: its permit first, then a shared thread's; both held until the
-    /// job ends, past its deadline too).
+    /// cheap, else on a blocking thread with a deadline, in `lane` (or the
+    /// lane of work that names none): its permit first, then a shared
+    /// thread's. The lane's permit is held until the job ends; the shared
+    /// one until the job ends or its caller stops waiting (its deadline, or
+    /// cancelled), whichever is first.
     pub async fn run<T: Send + 'static>(
         &self,
         lane: Option<&Lane>,
@@ -178,14 +198,14 @@ impl Validation {
         if cost <= self.budget.inline_cost {
             return Ok(job());
         }
-        let (own, shared) = (lane.map(|l| l.permits.clone()), self.permits.clone());
+        let lane = lane.unwrap_or(&self.unlaned);
+        let (own, shared) = (lane.permits.clone(), self.permits.clone());
         let thread = SharedThread::default();
         let on_thread = thread.clone();
+        // Dropped when the caller stops waiting, however that happens.
+        let _give_back = GiveBack(thread);
         let off_thread = async move {
-            let own = match own {
-                Some(lane) => Some(lane.acquire_owned().await.expect("never closed")),
-                None => None,
-            };
+            let own = own.acquire_owned().await.expect("never closed");
             on_thread.hold(shared.acquire_owned().await.expect("never closed"));
             let given_back = GiveBack(on_thread);
             tokio::task::spawn_blocking(move || {
@@ -194,12 +214,7 @@ impl Validation {
             })
             .await
         };
-        let ran = tokio::time::timeout(self.budget.time, off_thread).await;
-        // The job ended, or its caller stops waiting for it: either way the
-        // shared thread's permit is free for others now. An overrunning job
-        // keeps only its lane's.
-        thread.give_back();
-        match ran {
+        match tokio::time::timeout(self.budget.time, off_thread).await {
             Ok(Ok(out)) => Ok(out),
             Ok(Err(join)) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
             // A blocking task cancelled (the runtime shutting down) did not finish.

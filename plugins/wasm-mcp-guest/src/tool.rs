@@ -45,6 +45,8 @@ pub struct Encoded<T> {
 }
 
 impl<T> Encoded<T> {
+    /// `json`, the JSON text of a `T` (the host checks it against the
+    /// tool's output schema).
     pub fn new(json: String) -> Self {
         Encoded {
             json,

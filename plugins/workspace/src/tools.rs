@@ -138,7 +138,7 @@ fn read_file(root: &Path, a: ReadArgs) -> Result<Encoded<ReadOut>, ToolErr> {
     // Sized up front for an unescaped file plus one chunk's worst-case
     // escaping (what `sonic-rs` reserves before it escapes a chunk): no
     // reallocation, and no copy, while the content is written, unless
-    // escapes make it longer than that.
+    // escapes or U+FFFD replacements make it longer than that.
     let expected = meta.len().min(MAX_FILE_BYTES) as usize;
     let mut out = Vec::with_capacity(expected + 6 * window::CHUNK + 6 * rel.len() + 256);
     out.extend_from_slice(b"{\"path\":\"");

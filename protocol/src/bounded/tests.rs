@@ -339,14 +339,14 @@ fn a_lane_holds_half_of_the_threads() {
 async fn overrunning_checks_give_their_shared_thread_back_at_the_deadline() {
     let v = Arc::new(budget(1000));
     let cost = v.budget().inline_cost + 1;
+    let t0 = Instant::now();
     let hostile: Vec<_> = (0..2)
         .map(|_| sleeping_job(&v, &Arc::new(v.lane()), 2500))
         .collect();
     wait_for_taken_threads(&v, 2).await;
     // Half-way through the overruns' budget: their deadlines pass ~500 ms
     // before this check's.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(v.permits.available_permits(), 0);
+    tokio::time::sleep_until((t0 + Duration::from_millis(500)).into()).await;
     let honest = v.lane();
     let quick = || {
         std::thread::sleep(Duration::from_millis(20));
@@ -405,12 +405,63 @@ fn sleeping_job(
 
 /// Waits until at least `n` shared threads are taken.
 async fn wait_for_taken_threads(v: &Validation, n: usize) {
+    let taken = || v.budget().threads - v.permits.available_permits() >= n;
+    wait_until(5000, "the jobs never ran", taken).await;
+}
+
+/// Waits until `done`, failing with `what` after `ms`.
+async fn wait_until(ms: u64, what: &str, done: impl Fn() -> bool) {
     let started = Instant::now();
-    while v.budget().threads - v.permits.available_permits() < n {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the jobs never ran"
-        );
+    while !done() {
+        assert!(started.elapsed() < Duration::from_millis(ms), "{what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A caller that stops waiting (its call cancelled) gives the shared
+/// thread back at once; the job, which cannot be stopped, keeps its lane's
+/// permit until it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_caller_gives_the_shared_thread_back() {
+    let v = Arc::new(budget(5000));
+    let lane = Arc::new(v.lane());
+    let job = sleeping_job(&v, &lane, 1500);
+    wait_for_taken_threads(&v, 1).await;
+    job.abort();
+    wait_until(1000, "not given back", || {
+        v.permits.available_permits() == 2
+    })
+    .await;
+    assert_eq!(lane.permits.available_permits(), 0, "the job still runs");
+    let lane_back = || lane.permits.available_permits() == 1;
+    wait_until(5000, "the lane never came back", lane_back).await;
+}
+
+/// Work that names no lane runs in one of `threads` permits: its jobs past
+/// their deadline are bounded like a plugin's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_without_a_lane_is_bounded_past_its_deadline() {
+    let v = Arc::new(budget(200));
+    let cost = v.budget().inline_cost + 1;
+    let overruns: Vec<_> = (0..4)
+        .map(|_| {
+            let v = v.clone();
+            tokio::spawn(async move {
+                let sleep = || std::thread::sleep(Duration::from_millis(1200));
+                v.run(None, cost, sleep).await
+            })
+        })
+        .collect();
+    for job in overruns {
+        assert_eq!(
+            job.await.unwrap(),
+            Err(ValidationFailure::BudgetExceeded(Duration::from_millis(
+                200
+            )))
+        );
+    }
+    // Two started (the unlaned lane's two permits); the other two waited
+    // for it past their deadline and never ran.
+    assert_eq!(v.unlaned.permits.available_permits(), 0);
+    assert_eq!(v.permits.available_permits(), 2);
 }
