@@ -140,6 +140,23 @@ fn entry_storms_stop_at_the_call_budget() {
     }
 }
 
+/// Writes 10 KiB files `f0`, `f1`, … with `write_small` until one is
+/// refused naming `flag` (at most 20); returns how many were written.
+fn small_writes_until_refused(s: &mut Server, flag: &str) -> usize {
+    for i in 0..20 {
+        let r = s.call(
+            "write_small",
+            json!({"path": format!("f{i}"), "bytes": 10240}),
+        );
+        if is_error(&r) {
+            assert_quota(&r, "write_small");
+            assert!(text_of(&r).contains(flag), "{r}");
+            return i;
+        }
+    }
+    20
+}
+
 #[test]
 fn repeated_small_calls_hit_the_worktree_budget() {
     let wt = tempfile::tempdir().unwrap();
@@ -150,19 +167,7 @@ fn repeated_small_calls_hit_the_worktree_budget() {
         "1000",
     ];
     let (mut s, _p) = start_bombs(wt.path(), &extra);
-    let mut ok = 0;
-    for i in 0..20 {
-        let r = s.call(
-            "write_small",
-            json!({"path": format!("f{i}"), "bytes": 10240}),
-        );
-        if is_error(&r) {
-            assert_quota(&r, "write_small");
-            assert!(text_of(&r).contains("--worktree-write-bytes"), "{r}");
-            break;
-        }
-        ok += 1;
-    }
+    let ok = small_writes_until_refused(&mut s, "--worktree-write-bytes");
     assert_eq!(ok, 6, "6 x 10 KiB fit in 64 KiB, the 7th does not");
     // The budget is for the server's life: later calls are refused too.
     let r = s.call("write_small", json!({"path": "late", "bytes": 10240}));
@@ -183,6 +188,44 @@ fn repeated_small_calls_hit_the_worktree_budget() {
     assert_quota(&r, "6th file");
     assert!(text_of(&r).contains("--worktree-files-created"), "{r}");
     assert_eq!(usage(wt.path()).entries, 5);
+}
+
+#[test]
+fn a_plugin_that_fills_its_share_leaves_the_rest_to_the_others() {
+    // Two plugins may write: each may take half of the worktree's totals
+    // (32 KiB and 4 entries of 64 KiB and 8), so diskbomb filling its
+    // share leaves the workspace plugin the other half.
+    let wt = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/diskbomb.wasm"]);
+    let extra = [
+        "--worktree-write-bytes",
+        "65536",
+        "--worktree-files-created",
+        "8",
+    ];
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &extra);
+    let ok = small_writes_until_refused(&mut s, "--plugin-write-bytes");
+    assert_eq!(
+        ok, 3,
+        "3 x 10 KiB fit in a share of 32 KiB, the 4th does not"
+    );
+    // The 4th file was created before its bytes were refused: its 4th entry.
+    let r = s.call("write_small", json!({"path": "g", "bytes": 1}));
+    assert_quota(&r, "a 5th file");
+    assert!(text_of(&r).contains("--plugin-files-created"), "{r}");
+
+    let content = "z".repeat(30_000);
+    let r = s.call(
+        "write_file",
+        json!({"path": "mine.txt", "content": content}),
+    );
+    assert!(!is_error(&r), "the other plugin's write was refused: {r}");
+    assert_eq!(
+        std::fs::read_to_string(wt.path().join("mine.txt")).unwrap(),
+        content
+    );
+    let u = usage(wt.path());
+    assert!(u.apparent <= 65536 && u.entries <= 8, "{u:?}");
 }
 
 #[test]

@@ -1,8 +1,8 @@
-//! Disk budgets: how much one call, and all calls together, may add to the
-//! worktree. Pure accounting; [`crate::disk_guard`] charges it from the
-//! WASI filesystem functions.
+//! Disk budgets: how much one call, one plugin's calls and all calls
+//! together may add to the worktree. Pure accounting;
+//! [`crate::disk_guard`] charges it from the WASI filesystem functions.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Bounds on what tools may add to the worktree.
@@ -18,6 +18,19 @@ pub struct DiskLimits {
     pub worktree_bytes: u64,
     /// Entries all calls of the server's life may create together.
     pub worktree_entries: u64,
+    /// Bytes one plugin's calls may write over the server's life while
+    /// another loaded plugin may write to the worktree too.
+    pub plugin_bytes: u64,
+    /// Entries one plugin's calls may create on the same terms.
+    pub plugin_entries: u64,
+}
+
+/// A plugin's share of a worktree total: `told`, or half of it (rounded
+/// up), never more than the total. Half, as a plugin holds at most half of
+/// the call slots: a plugin that fills its share leaves the rest to the
+/// others.
+pub fn plugin_share_of(total: u64, told: Option<u64>) -> u64 {
+    told.unwrap_or(total.div_ceil(2)).min(total)
 }
 
 impl Default for DiskLimits {
@@ -28,6 +41,8 @@ impl Default for DiskLimits {
             max_file_size: 256 << 20,
             worktree_bytes: 1 << 30,
             worktree_entries: 100_000,
+            plugin_bytes: plugin_share_of(1 << 30, None),
+            plugin_entries: plugin_share_of(100_000, None),
         }
     }
 }
@@ -40,6 +55,8 @@ pub enum Exceeded {
     FileSize(u64),
     WorktreeBytes(u64),
     WorktreeEntries(u64),
+    PluginBytes(u64),
+    PluginEntries(u64),
 }
 
 impl std::fmt::Display for Exceeded {
@@ -60,6 +77,16 @@ impl std::fmt::Display for Exceeded {
             Exceeded::WorktreeEntries(n) => write!(
                 f,
                 "more than {n} entries created in the worktree by all calls (--worktree-files-created)"
+            ),
+            Exceeded::PluginBytes(n) => write!(
+                f,
+                "more than {n} bytes written to the worktree by this plugin's calls \
+                 (--plugin-write-bytes: its share while other plugins may write there too)"
+            ),
+            Exceeded::PluginEntries(n) => write!(
+                f,
+                "more than {n} entries created in the worktree by this plugin's calls \
+                 (--plugin-files-created: its share while other plugins may write there too)"
             ),
         }
     }
@@ -84,19 +111,105 @@ impl Cost {
     }
 }
 
-/// Totals of one worktree across the server's life (shared by all calls).
+/// Bytes written and entries created, counted up against caps.
 #[derive(Debug, Default)]
-pub struct WorktreeUsage {
+pub struct Totals {
     bytes: AtomicU64,
     entries: AtomicU64,
 }
 
-impl WorktreeUsage {
+/// Which of the two counts of [`Totals`] a cost would take past its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    Bytes,
+    Entries,
+}
+
+impl Totals {
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }
     pub fn entries(&self) -> u64 {
         self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Adds `cost` unless that takes a count past its cap in `cap`; then
+    /// adds nothing.
+    fn take(&self, cost: Cost, cap: Cost) -> Result<(), Counted> {
+        if !add_within(&self.bytes, cost.bytes, cap.bytes) {
+            return Err(Counted::Bytes);
+        }
+        if !add_within(&self.entries, cost.entries, cap.entries) {
+            self.bytes.fetch_sub(cost.bytes, Ordering::Relaxed);
+            return Err(Counted::Entries);
+        }
+        Ok(())
+    }
+
+    fn give_back(&self, cost: Cost) {
+        self.bytes.fetch_sub(cost.bytes, Ordering::Relaxed);
+        self.entries.fetch_sub(cost.entries, Ordering::Relaxed);
+    }
+}
+
+/// Totals of one worktree across the server's life (shared by all calls
+/// of all plugins), and how many loaded plugins may write there.
+#[derive(Debug, Default)]
+pub struct WorktreeUsage {
+    totals: Totals,
+    writers: AtomicUsize,
+}
+
+impl WorktreeUsage {
+    pub fn bytes(&self) -> u64 {
+        self.totals.bytes()
+    }
+    pub fn entries(&self) -> u64 {
+        self.totals.entries()
+    }
+
+    /// Sets how many loaded plugins may write to the worktree (each
+    /// catalog the server publishes sets it). With more than one, each is
+    /// held to its share ([`DiskLimits::plugin_bytes`]).
+    pub fn set_writers(&self, n: usize) {
+        self.writers.store(n, Ordering::Relaxed);
+    }
+
+    fn shared(&self) -> bool {
+        self.writers.load(Ordering::Relaxed) > 1
+    }
+}
+
+/// Which budget a bound belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Call,
+    Plugin,
+    Worktree,
+}
+
+impl DiskLimits {
+    /// The caps of `scope`'s budget.
+    fn caps(&self, scope: Scope) -> Cost {
+        let (bytes, entries) = match scope {
+            Scope::Call => (self.call_bytes, self.call_entries),
+            Scope::Plugin => (self.plugin_bytes, self.plugin_entries),
+            Scope::Worktree => (self.worktree_bytes, self.worktree_entries),
+        };
+        Cost { bytes, entries }
+    }
+
+    /// The bound of `scope` that `counted` names.
+    fn exceeded(&self, scope: Scope, counted: Counted) -> Exceeded {
+        let cap = self.caps(scope);
+        match (scope, counted) {
+            (Scope::Call, Counted::Bytes) => Exceeded::CallBytes(cap.bytes),
+            (Scope::Call, Counted::Entries) => Exceeded::CallEntries(cap.entries),
+            (Scope::Plugin, Counted::Bytes) => Exceeded::PluginBytes(cap.bytes),
+            (Scope::Plugin, Counted::Entries) => Exceeded::PluginEntries(cap.entries),
+            (Scope::Worktree, Counted::Bytes) => Exceeded::WorktreeBytes(cap.bytes),
+            (Scope::Worktree, Counted::Entries) => Exceeded::WorktreeEntries(cap.entries),
+        }
     }
 }
 
@@ -108,8 +221,9 @@ pub struct CallBudget(Arc<CallState>);
 #[derive(Debug)]
 struct CallState {
     limits: DiskLimits,
-    bytes: AtomicU64,
-    entries: AtomicU64,
+    call: Totals,
+    /// What the calling plugin's calls have added over the server's life.
+    plugin: Arc<Totals>,
     worktree: Arc<WorktreeUsage>,
     exceeded: OnceLock<Exceeded>,
     /// The guest tried to change the worktree through a read-only grant.
@@ -126,11 +240,13 @@ fn add_within(counter: &AtomicU64, n: u64, cap: u64) -> bool {
 }
 
 impl CallBudget {
-    pub fn new(limits: DiskLimits, worktree: Arc<WorktreeUsage>) -> Self {
+    /// A call's budget, charged to its plugin's totals `plugin` and the
+    /// worktree's `worktree` too.
+    pub fn new(limits: DiskLimits, plugin: Arc<Totals>, worktree: Arc<WorktreeUsage>) -> Self {
         CallBudget(Arc::new(CallState {
             limits,
-            bytes: AtomicU64::new(0),
-            entries: AtomicU64::new(0),
+            call: Totals::default(),
+            plugin,
             worktree,
             exceeded: OnceLock::new(),
             denied: AtomicBool::new(false),
@@ -140,8 +256,8 @@ impl CallBudget {
     /// Bytes and entries this call has added so far (what it was charged).
     pub fn written(&self) -> Cost {
         Cost {
-            bytes: self.0.bytes.load(Ordering::Relaxed),
-            entries: self.0.entries.load(Ordering::Relaxed),
+            bytes: self.0.call.bytes(),
+            entries: self.0.call.entries(),
         }
     }
 
@@ -174,35 +290,37 @@ impl CallBudget {
         Ok(())
     }
 
-    /// Takes `cost` from the call's and the worktree's budget, or takes
-    /// nothing and reports the bound it would pass.
+    /// Takes `cost` from the call's, its plugin's and the worktree's
+    /// budgets, or takes nothing and reports the bound it would pass. The
+    /// plugin's is counted always and capped only while the worktree has
+    /// more than one writer, so one plugin alone may use the whole of it.
     pub fn charge(&self, cost: Cost) -> Result<Charge, Exceeded> {
         let s = &*self.0;
         let l = &s.limits;
-        if !add_within(&s.bytes, cost.bytes, l.call_bytes) {
-            return Err(self.refuse(Exceeded::CallBytes(l.call_bytes)));
-        }
-        let mut charge = Charge {
-            budget: self.clone(),
-            cost: Cost::bytes(cost.bytes),
-            worktree: Cost::default(),
+        let uncapped = Cost {
+            bytes: u64::MAX,
+            entries: u64::MAX,
         };
-        if !add_within(&s.entries, cost.entries, l.call_entries) {
-            charge.refund();
-            return Err(self.refuse(Exceeded::CallEntries(l.call_entries)));
+        let plugin_caps = if s.worktree.shared() {
+            l.caps(Scope::Plugin)
+        } else {
+            uncapped
+        };
+        let budgets = [
+            (&s.call, l.caps(Scope::Call), Scope::Call),
+            (&*s.plugin, plugin_caps, Scope::Plugin),
+            (&s.worktree.totals, l.caps(Scope::Worktree), Scope::Worktree),
+        ];
+        for (i, (totals, caps, scope)) in budgets.iter().enumerate() {
+            if let Err(counted) = totals.take(cost, *caps) {
+                budgets[..i].iter().for_each(|(t, _, _)| t.give_back(cost));
+                return Err(self.refuse(l.exceeded(*scope, counted)));
+            }
         }
-        charge.cost = cost;
-        if !add_within(&s.worktree.bytes, cost.bytes, l.worktree_bytes) {
-            charge.refund();
-            return Err(self.refuse(Exceeded::WorktreeBytes(l.worktree_bytes)));
-        }
-        charge.worktree = Cost::bytes(cost.bytes);
-        if !add_within(&s.worktree.entries, cost.entries, l.worktree_entries) {
-            charge.refund();
-            return Err(self.refuse(Exceeded::WorktreeEntries(l.worktree_entries)));
-        }
-        charge.worktree = cost;
-        Ok(charge)
+        Ok(Charge {
+            budget: self.clone(),
+            cost,
+        })
     }
 
     fn refuse(&self, e: Exceeded) -> Exceeded {
@@ -217,22 +335,15 @@ impl CallBudget {
 pub struct Charge {
     budget: CallBudget,
     cost: Cost,
-    worktree: Cost,
 }
 
 impl Charge {
     pub fn refund(&mut self) {
         let s = &*self.budget.0;
-        s.bytes.fetch_sub(self.cost.bytes, Ordering::Relaxed);
-        s.entries.fetch_sub(self.cost.entries, Ordering::Relaxed);
-        s.worktree
-            .bytes
-            .fetch_sub(self.worktree.bytes, Ordering::Relaxed);
-        s.worktree
-            .entries
-            .fetch_sub(self.worktree.entries, Ordering::Relaxed);
+        for totals in [&s.call, &*s.plugin, &s.worktree.totals] {
+            totals.give_back(self.cost);
+        }
         self.cost = Cost::default();
-        self.worktree = Cost::default();
     }
 
     /// Keeps the charge if `result` is a success, refunds it otherwise.
@@ -250,7 +361,15 @@ mod tests {
 
     fn budget(limits: DiskLimits) -> (CallBudget, Arc<WorktreeUsage>) {
         let usage = Arc::new(WorktreeUsage::default());
-        (CallBudget::new(limits, usage.clone()), usage)
+        (
+            CallBudget::new(limits, Arc::default(), usage.clone()),
+            usage,
+        )
+    }
+
+    /// A call of the plugin whose totals are `plugin`.
+    fn call_of(plugin: &Arc<Totals>, usage: &Arc<WorktreeUsage>) -> CallBudget {
+        CallBudget::new(small(), plugin.clone(), usage.clone())
     }
 
     fn small() -> DiskLimits {
@@ -260,6 +379,8 @@ mod tests {
             max_file_size: 50,
             worktree_bytes: 150,
             worktree_entries: 3,
+            plugin_bytes: 80,
+            plugin_entries: 2,
         }
     }
 
@@ -279,9 +400,9 @@ mod tests {
     #[test]
     fn worktree_totals_span_calls() {
         let usage = Arc::new(WorktreeUsage::default());
-        let first = CallBudget::new(small(), usage.clone());
+        let first = CallBudget::new(small(), Arc::default(), usage.clone());
         let _ = first.charge(Cost::bytes(100)).unwrap();
-        let second = CallBudget::new(small(), usage.clone());
+        let second = CallBudget::new(small(), Arc::default(), usage.clone());
         assert_eq!(
             second.charge(Cost::bytes(51)).err(),
             Some(Exceeded::WorktreeBytes(150))
@@ -293,20 +414,79 @@ mod tests {
     #[test]
     fn entries_are_capped_per_call_and_per_worktree() {
         let usage = Arc::new(WorktreeUsage::default());
-        let one = CallBudget::new(small(), usage.clone());
+        let one = CallBudget::new(small(), Arc::default(), usage.clone());
         let _ = one.charge(Cost::entry()).unwrap();
         let _ = one.charge(Cost::entry()).unwrap();
         assert_eq!(
             one.charge(Cost::entry()).err(),
             Some(Exceeded::CallEntries(2))
         );
-        let two = CallBudget::new(small(), usage.clone());
+        let two = CallBudget::new(small(), Arc::default(), usage.clone());
         let _ = two.charge(Cost::entry()).unwrap();
         assert_eq!(
             two.charge(Cost::entry()).err(),
             Some(Exceeded::WorktreeEntries(3))
         );
         assert_eq!(usage.entries(), 3);
+    }
+
+    #[test]
+    fn a_plugin_is_held_to_its_share_while_another_may_write() {
+        let usage = Arc::new(WorktreeUsage::default());
+        let (a, b) = (Arc::new(Totals::default()), Arc::new(Totals::default()));
+        // Alone, a plugin may use the whole worktree budget.
+        usage.set_writers(1);
+        let _ = call_of(&a, &usage).charge(Cost::bytes(90)).unwrap();
+        assert_eq!(a.bytes(), 90);
+        // Once another may write, it is over its share of 80: refused.
+        usage.set_writers(2);
+        let over = call_of(&a, &usage);
+        assert_eq!(
+            over.charge(Cost::bytes(1)).err(),
+            Some(Exceeded::PluginBytes(80))
+        );
+        assert_eq!(over.written(), Cost::default(), "a refusal takes nothing");
+        assert_eq!((a.bytes(), usage.bytes()), (90, 90));
+        // The other plugin still has the rest of the worktree's 150.
+        let _ = call_of(&b, &usage).charge(Cost::bytes(60)).unwrap();
+        assert_eq!(
+            call_of(&b, &usage).charge(Cost::bytes(1)).err(),
+            Some(Exceeded::WorktreeBytes(150))
+        );
+        // Entries the same way, and a refused entry gives its bytes back.
+        let c = Arc::new(Totals::default());
+        let _ = call_of(&c, &usage).charge(Cost::entry()).unwrap();
+        let _ = call_of(&c, &usage).charge(Cost::entry()).unwrap();
+        let third = call_of(&c, &usage);
+        let both = Cost {
+            bytes: 0,
+            entries: 1,
+        };
+        assert_eq!(third.charge(both).err(), Some(Exceeded::PluginEntries(2)));
+        assert_eq!((c.entries(), usage.entries()), (2, 2));
+    }
+
+    #[test]
+    fn a_refund_gives_back_to_the_plugin_too() {
+        let usage = Arc::new(WorktreeUsage::default());
+        usage.set_writers(2);
+        let a = Arc::new(Totals::default());
+        let call = call_of(&a, &usage);
+        let c = call.charge(Cost::bytes(80)).unwrap();
+        assert!(c.settle(Err::<(), ()>(())).is_err());
+        assert_eq!((a.bytes(), usage.bytes(), call.written().bytes), (0, 0, 0));
+        let _ = call.charge(Cost::bytes(80)).unwrap();
+    }
+
+    #[test]
+    fn shares_are_half_unless_told() {
+        assert_eq!(plugin_share_of(1 << 30, None), 1 << 29);
+        assert_eq!(plugin_share_of(5, None), 3);
+        assert_eq!(plugin_share_of(100, Some(7)), 7);
+        assert_eq!(plugin_share_of(100, Some(700)), 100);
+        let d = DiskLimits::default();
+        assert_eq!(d.plugin_bytes * 2, d.worktree_bytes);
+        assert_eq!(d.plugin_entries * 2, d.worktree_entries);
     }
 
     #[test]

@@ -588,7 +588,7 @@ mod tests {
             max_file_size: 600,
             ..DiskLimits::default()
         };
-        let b = CallBudget::new(limits, usage.clone());
+        let b = CallBudget::new(limits, Arc::default(), usage.clone());
         // 10 bytes at offset 100 of a 40-byte file: 60 bytes of hole + 10.
         let _ = admit_write(&b, 40, 100, 10).unwrap();
         assert_eq!(usage.bytes(), 70);

@@ -16,7 +16,7 @@ use wasmtime::{PoolConcurrencyLimitError, Store, Trap};
 
 use crate::cache::{sha256_hex, CacheOutcome, ComponentCache};
 use crate::catalog::{PluginTools, MAX_TOOLS_PER_PLUGIN};
-use crate::disk_budget::Exceeded;
+use crate::disk_budget::{Exceeded, Totals};
 use crate::grants::{Filesystem, Grant};
 use crate::limits::before;
 use crate::sandbox::{self, CodeTier, Sandbox, StoreState};
@@ -217,6 +217,8 @@ pub struct Plugin {
     validation_lane: Lane,
     /// Its next instance, made ahead of the call that will use it.
     pub(crate) spares: Spares,
+    /// What its calls have added to the worktree (its disk share).
+    pub(crate) disk_usage: Arc<Totals>,
 }
 
 /// A component compiled by the sandbox's engine (or loaded from the
@@ -405,6 +407,7 @@ impl Plugin {
         let name = c.path.display().to_string();
         let pre = link(sandbox, c.cache.tier(), &c.component)
             .with_context(|| format!("{name}: cannot be linked"))?;
+        let disk_usage = sandbox.plugin_disk_usage(&admitted.name);
         let mut plugin = Plugin {
             path: c.path,
             name: admitted.name,
@@ -418,6 +421,7 @@ impl Plugin {
             tools: Vec::new(),
             built_tools: OnceLock::new(),
             spares: Spares::new(!c.runs_code_at_instantiation),
+            disk_usage,
         };
         plugin.tools = match plugin.list_tools(sandbox).await {
             Ok(tools) => tools,
@@ -563,10 +567,14 @@ impl Plugin {
                 sandbox::set_deadline(&mut store, deadline);
                 (store, Some(instance))
             }
-            None => match sandbox.new_store_for(pre.engine(), grant, fs, deadline) {
-                Ok(store) => (store, None),
-                Err(e) => return (Err(CallError::Host(format!("{e:#}"))), CallStats::default()),
-            },
+            None => {
+                match sandbox.new_store_for(pre.engine(), grant, fs, &self.disk_usage, deadline) {
+                    Ok(store) => (store, None),
+                    Err(e) => {
+                        return (Err(CallError::Host(format!("{e:#}"))), CallStats::default())
+                    }
+                }
+            }
         };
         store.set_hostcall_fuel(transfer_limit(grant.max_output_bytes));
         let run = async {

@@ -297,6 +297,8 @@ impl Registry {
                 tracing::warn!(tool = %name, "allowed tool is not provided by any plugin");
             }
         }
+        let writers = plugins.iter().filter(|p| p.grant.filesystem.can_write());
+        self.sandbox.set_disk_writers(writers.count());
         let changed = new.fingerprint() != old.fingerprint();
         tracing::info!(
             version = new.version,

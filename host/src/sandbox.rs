@@ -1,9 +1,10 @@
 //! The sandbox: one wasmtime [`Engine`] per server, one fresh [`Store`] per
 //! call whose only capability is the task worktree, preopened as `/`.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -13,7 +14,7 @@ use wasmtime::{Config, Engine, Store, UpdateDeadline};
 use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::disk_budget::{CallBudget, WorktreeUsage};
+use crate::disk_budget::{CallBudget, Totals, WorktreeUsage};
 use crate::disk_guard::GuardedFs;
 use crate::grants::{Filesystem, Grant};
 use crate::limits::{Limits, StoreLimiter, EPOCH_TICK};
@@ -157,6 +158,9 @@ pub struct Sandbox {
     limits: Limits,
     /// What all calls together have added to the worktree.
     disk_usage: Arc<WorktreeUsage>,
+    /// What each plugin's calls have added to it, by plugin name (kept
+    /// across reloads, so a reloaded plugin does not get a fresh share).
+    plugin_disk: Mutex<HashMap<String, Arc<Totals>>>,
     /// `Some(wall time)` when clocks are frozen.
     frozen_at: Option<std::time::Duration>,
     /// Preopened as `/` where a grant gives less than the whole worktree.
@@ -257,10 +261,24 @@ impl Sandbox {
             spare_slots: Arc::new(Semaphore::new(limits.spare_instances)),
             limits,
             disk_usage: Arc::default(),
+            plugin_disk: Default::default(),
             frozen_at,
             empty_root,
             _ticker: ticker,
         })
+    }
+
+    /// What the calls of the plugin named `name` have added to the
+    /// worktree, over the server's life.
+    pub fn plugin_disk_usage(&self, name: &str) -> Arc<Totals> {
+        let mut all = self.plugin_disk.lock().unwrap_or_else(|e| e.into_inner());
+        all.entry(name.to_owned()).or_default().clone()
+    }
+
+    /// Tells the disk budgets how many loaded plugins may write to the
+    /// worktree: with more than one, each is held to its share.
+    pub fn set_disk_writers(&self, n: usize) {
+        self.disk_usage.set_writers(n);
     }
 
     /// The optimizing engine (Cranelift), whose code the compile cache holds.
@@ -329,7 +347,8 @@ impl Sandbox {
     ) -> Result<Store<StoreState>> {
         let grant = self.server_grant();
         let fs = with_fs.then_some(grant.filesystem);
-        self.build_store(engine, &grant, fs, deadline)
+        // Counted with no plugin's calls: the server's own rights.
+        self.build_store(engine, &grant, fs, Arc::default(), deadline)
     }
 
     /// A fresh store under `grant`, whose filesystem is `fs` (the grant's,
@@ -342,18 +361,21 @@ impl Sandbox {
         engine: &Engine,
         grant: &Grant,
         fs: Filesystem,
+        plugin_disk: &Arc<Totals>,
         deadline: Instant,
     ) -> Result<Store<StoreState>> {
-        self.build_store(engine, grant, Some(fs), deadline)
+        self.build_store(engine, grant, Some(fs), plugin_disk.clone(), deadline)
     }
 
     /// A store under `grant` with the filesystem `fs` (`None`: no
-    /// preopened directory at all, as `list-tools` runs).
+    /// preopened directory at all, as `list-tools` runs), whose writes are
+    /// charged to `plugin_disk` too.
     fn build_store(
         &self,
         engine: &Engine,
         grant: &Grant,
         fs: Option<Filesystem>,
+        plugin_disk: Arc<Totals>,
         deadline: Instant,
     ) -> Result<Store<StoreState>> {
         let stdout = LogPipe::new(self.limits.max_log_bytes);
@@ -380,7 +402,7 @@ impl Sandbox {
             wasi: b.build(),
             table: ResourceTable::new(),
             limiter: StoreLimiter::new(memory, self.limits.per_component),
-            disk: CallBudget::new(grant.disk, self.disk_usage.clone()),
+            disk: CallBudget::new(grant.disk, plugin_disk, self.disk_usage.clone()),
             stdout,
             stderr,
             empty_root,

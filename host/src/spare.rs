@@ -236,7 +236,13 @@ impl Plugin {
         let code = self.pre();
         let deadline = Instant::now() + sandbox.limits().timeout.min(BUILD_LIMIT);
         let built = async {
-            let mut store = sandbox.new_store_for(code.engine(), &self.grant, fs, deadline)?;
+            let mut store = sandbox.new_store_for(
+                code.engine(),
+                &self.grant,
+                fs,
+                &self.disk_usage,
+                deadline,
+            )?;
             let instance = until(deadline, code.instantiate_async(&mut store)).await?;
             anyhow::Ok((store, instance))
         };
