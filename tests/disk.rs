@@ -59,9 +59,20 @@ const SMALL: &[&str] = &[
 ];
 
 fn start_bombs(wt: &Path, extra: &[&str]) -> (Server, tempfile::TempDir) {
-    let plugins = plugin_dir(&["test-plugins/diskbomb.wasm"]);
+    start_serving(&["test-plugins/diskbomb.wasm"], wt, extra)
+}
+
+/// A server of `plugins` (their dir is the second value).
+fn start_serving(plugins: &[&str], wt: &Path, extra: &[&str]) -> (Server, tempfile::TempDir) {
+    let plugins = plugin_dir(plugins);
     let (s, _) = Server::start(wt, plugins.path(), extra);
     (s, plugins)
+}
+
+/// A server of `diskbomb` and the workspace plugin (two writers).
+fn start_with_workspace(wt: &Path, extra: &[&str]) -> (Server, tempfile::TempDir) {
+    let both = ["plugins/workspace.wasm", "test-plugins/diskbomb.wasm"];
+    start_serving(&both, wt, extra)
 }
 
 /// Runs one bomb in a fresh worktree under [`SMALL`] and returns what it left.
@@ -196,14 +207,13 @@ fn a_plugin_that_fills_its_share_leaves_the_rest_to_the_others() {
     // (32 KiB and 4 entries of 64 KiB and 8), so diskbomb filling its
     // share leaves the workspace plugin the other half.
     let wt = tempfile::tempdir().unwrap();
-    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/diskbomb.wasm"]);
     let extra = [
         "--worktree-write-bytes",
         "65536",
         "--worktree-files-created",
         "8",
     ];
-    let (mut s, _) = Server::start(wt.path(), plugins.path(), &extra);
+    let (mut s, _p) = start_with_workspace(wt.path(), &extra);
     let ok = small_writes_until_refused(&mut s, "--plugin-write-bytes");
     assert_eq!(
         ok, 3,
@@ -229,10 +239,27 @@ fn a_plugin_that_fills_its_share_leaves_the_rest_to_the_others() {
 }
 
 #[test]
+fn a_plugin_that_publishes_no_writing_tool_takes_no_share() {
+    // diskbomb is loaded but `--allow` publishes none of its tools: the
+    // workspace plugin is the only writer and keeps the whole budget.
+    let wt = tempfile::tempdir().unwrap();
+    let extra = [
+        "--worktree-write-bytes",
+        "65536",
+        "--allow",
+        "read_file,write_file",
+    ];
+    let (mut s, _p) = start_with_workspace(wt.path(), &extra);
+    let content = "w".repeat(50_000);
+    let r = s.call("write_file", json!({"path": "big.txt", "content": content}));
+    assert!(!is_error(&r), "the only writer was held to a share: {r}");
+    assert_eq!(usage(wt.path()).apparent, 50_000);
+}
+
+#[test]
 fn defaults_stop_a_terabyte_sparse_file_and_allow_normal_writes() {
     let wt = tempfile::tempdir().unwrap();
-    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/diskbomb.wasm"]);
-    let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
+    let (mut s, _p) = start_with_workspace(wt.path(), &[]);
     let r = s.call("sparse_set_len", json!({"size": 1u64 << 40}));
     assert_quota(&r, "1 TiB set_len");
     let u = usage(wt.path());

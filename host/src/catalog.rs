@@ -322,6 +322,15 @@ impl Catalog {
         self.tools.values()
     }
 
+    /// How many plugins publish a tool whose calls may write to the
+    /// worktree (what the disk shares count).
+    pub fn writers(&self) -> usize {
+        let writing = self.tools().filter(|t| t.filesystem.can_write());
+        let names: std::collections::BTreeSet<&str> =
+            writing.map(|t| t.plugin.name.as_str()).collect();
+        names.len()
+    }
+
     /// A page of tool definitions starting at `offset`, and the offset of the
     /// next page if any.
     pub fn page(&self, offset: usize, size: usize) -> (Vec<Tool>, Option<usize>) {

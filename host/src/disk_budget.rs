@@ -168,11 +168,14 @@ impl WorktreeUsage {
         self.totals.entries()
     }
 
-    /// Sets how many loaded plugins may write to the worktree (each
-    /// catalog the server publishes sets it). With more than one, each is
-    /// held to its share ([`DiskLimits::plugin_bytes`]).
-    pub fn set_writers(&self, n: usize) {
-        self.writers.store(n, Ordering::Relaxed);
+    /// Notes that `n` plugins publish a tool that may write to the
+    /// worktree (each catalog the server publishes tells it). From the
+    /// first time more than one may, each plugin is held to its share
+    /// ([`DiskLimits::plugin_bytes`]) for the rest of the server's life,
+    /// as the totals are: a writer gone for a while (a reload that failed,
+    /// a load retried) must not leave another free to take everything.
+    pub fn note_writers(&self, n: usize) {
+        self.writers.fetch_max(n, Ordering::Relaxed);
     }
 
     fn shared(&self) -> bool {
@@ -193,7 +196,10 @@ impl DiskLimits {
     fn caps(&self, scope: Scope) -> Cost {
         let (bytes, entries) = match scope {
             Scope::Call => (self.call_bytes, self.call_entries),
-            Scope::Plugin => (self.plugin_bytes, self.plugin_entries),
+            Scope::Plugin => (
+                self.plugin_bytes.min(self.worktree_bytes),
+                self.plugin_entries.min(self.worktree_entries),
+            ),
             Scope::Worktree => (self.worktree_bytes, self.worktree_entries),
         };
         Cost { bytes, entries }
@@ -435,11 +441,11 @@ mod tests {
         let usage = Arc::new(WorktreeUsage::default());
         let (a, b) = (Arc::new(Totals::default()), Arc::new(Totals::default()));
         // Alone, a plugin may use the whole worktree budget.
-        usage.set_writers(1);
+        usage.note_writers(1);
         let _ = call_of(&a, &usage).charge(Cost::bytes(90)).unwrap();
         assert_eq!(a.bytes(), 90);
         // Once another may write, it is over its share of 80: refused.
-        usage.set_writers(2);
+        usage.note_writers(2);
         let over = call_of(&a, &usage);
         assert_eq!(
             over.charge(Cost::bytes(1)).err(),
@@ -467,9 +473,33 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_worktree_stays_shared() {
+        let usage = Arc::new(WorktreeUsage::default());
+        let a = Arc::new(Totals::default());
+        usage.note_writers(2);
+        // The other writer is gone (a reload that failed): still shared.
+        usage.note_writers(1);
+        assert_eq!(
+            call_of(&a, &usage).charge(Cost::bytes(81)).err(),
+            Some(Exceeded::PluginBytes(80))
+        );
+        // A share is never more than the worktree's total.
+        let wide = DiskLimits {
+            call_bytes: 1000,
+            plugin_bytes: 1000,
+            ..small()
+        };
+        let b = CallBudget::new(wide, Arc::default(), usage.clone());
+        assert_eq!(
+            b.charge(Cost::bytes(151)).err(),
+            Some(Exceeded::PluginBytes(150))
+        );
+    }
+
+    #[test]
     fn a_refund_gives_back_to_the_plugin_too() {
         let usage = Arc::new(WorktreeUsage::default());
-        usage.set_writers(2);
+        usage.note_writers(2);
         let a = Arc::new(Totals::default());
         let call = call_of(&a, &usage);
         let c = call.charge(Cost::bytes(80)).unwrap();

@@ -297,8 +297,7 @@ impl Registry {
                 tracing::warn!(tool = %name, "allowed tool is not provided by any plugin");
             }
         }
-        let writers = plugins.iter().filter(|p| p.grant.filesystem.can_write());
-        self.sandbox.set_disk_writers(writers.count());
+        self.sandbox.note_disk_writers(new.writers());
         let changed = new.fingerprint() != old.fingerprint();
         tracing::info!(
             version = new.version,

@@ -275,10 +275,10 @@ impl Sandbox {
         all.entry(name.to_owned()).or_default().clone()
     }
 
-    /// Tells the disk budgets how many loaded plugins may write to the
-    /// worktree: with more than one, each is held to its share.
-    pub fn set_disk_writers(&self, n: usize) {
-        self.disk_usage.set_writers(n);
+    /// Tells the disk budgets how many plugins publish a tool that may
+    /// write to the worktree (see [`WorktreeUsage::note_writers`]).
+    pub fn note_disk_writers(&self, n: usize) {
+        self.disk_usage.note_writers(n);
     }
 
     /// The optimizing engine (Cranelift), whose code the compile cache holds.
