@@ -257,6 +257,22 @@ fn a_plugin_that_publishes_no_writing_tool_takes_no_share() {
 }
 
 #[test]
+fn a_grant_sets_a_plugins_share_even_alone() {
+    let wt = tempfile::tempdir().unwrap();
+    let cfg = tempfile::NamedTempFile::new().unwrap();
+    let grants = "[plugins.diskbomb]\nfilesystem = \"read-write\"\nplugin_write_bytes = 25000\n";
+    std::fs::write(cfg.path(), grants).unwrap();
+    let extra = ["--config", cfg.path().to_str().unwrap()];
+    let (mut s, _p) = start_bombs(wt.path(), &extra);
+    let ok = small_writes_until_refused(&mut s, "plugin_write_bytes");
+    assert_eq!(
+        ok, 2,
+        "2 x 10 KiB fit in its 25,000 bytes, the 3rd does not"
+    );
+    assert!(usage(wt.path()).apparent <= 25_000);
+}
+
+#[test]
 fn defaults_stop_a_terabyte_sparse_file_and_allow_normal_writes() {
     let wt = tempfile::tempdir().unwrap();
     let (mut s, _p) = start_with_workspace(wt.path(), &[]);

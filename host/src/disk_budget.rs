@@ -18,19 +18,43 @@ pub struct DiskLimits {
     pub worktree_bytes: u64,
     /// Entries all calls of the server's life may create together.
     pub worktree_entries: u64,
-    /// Bytes one plugin's calls may write over the server's life while
-    /// another loaded plugin may write to the worktree too.
-    pub plugin_bytes: u64,
-    /// Entries one plugin's calls may create on the same terms.
-    pub plugin_entries: u64,
+    /// Bytes one plugin's calls may write over the server's life: its
+    /// share of `worktree_bytes`.
+    pub plugin_bytes: Share,
+    /// Entries one plugin's calls may create: its share of
+    /// `worktree_entries`.
+    pub plugin_entries: Share,
 }
 
-/// A plugin's share of a worktree total: `told`, or half of it (rounded
-/// up), never more than the total. Half, as a plugin holds at most half of
-/// the call slots: a plugin that fills its share leaves the rest to the
-/// others.
-pub fn plugin_share_of(total: u64, told: Option<u64>) -> u64 {
-    told.unwrap_or(total.div_ceil(2)).min(total)
+/// A plugin's share of a worktree total.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Share {
+    /// Half of the total, rounded up, while more than one plugin may write
+    /// to the worktree (as a plugin holds at most half of the call slots:
+    /// one that fills its share leaves the rest to the others); alone, the
+    /// whole of it.
+    #[default]
+    Half,
+    /// This much, never more than the total, whether or not other plugins
+    /// may write (`--plugin-write-bytes`, a grant's `plugin_write_bytes`).
+    Set(u64),
+}
+
+impl Share {
+    /// `Set(n)` when `told` is, else the default half.
+    pub fn told(told: Option<u64>) -> Share {
+        told.map_or(Share::Half, Share::Set)
+    }
+
+    /// The cap this share puts on a plugin's part of `total`, `shared`
+    /// telling whether another plugin may write to the worktree too.
+    fn cap(self, total: u64, shared: bool) -> u64 {
+        match self {
+            Share::Half if shared => total.div_ceil(2),
+            Share::Half => u64::MAX,
+            Share::Set(n) => n.min(total),
+        }
+    }
 }
 
 impl Default for DiskLimits {
@@ -41,8 +65,8 @@ impl Default for DiskLimits {
             max_file_size: 256 << 20,
             worktree_bytes: 1 << 30,
             worktree_entries: 100_000,
-            plugin_bytes: plugin_share_of(1 << 30, None),
-            plugin_entries: plugin_share_of(100_000, None),
+            plugin_bytes: Share::Half,
+            plugin_entries: Share::Half,
         }
     }
 }
@@ -81,12 +105,14 @@ impl std::fmt::Display for Exceeded {
             Exceeded::PluginBytes(n) => write!(
                 f,
                 "more than {n} bytes written to the worktree by this plugin's calls \
-                 (--plugin-write-bytes: its share while other plugins may write there too)"
+                 (its share: --plugin-write-bytes or its grant's plugin_write_bytes; \
+                 by default half of the worktree's while other plugins may write there too)"
             ),
             Exceeded::PluginEntries(n) => write!(
                 f,
                 "more than {n} entries created in the worktree by this plugin's calls \
-                 (--plugin-files-created: its share while other plugins may write there too)"
+                 (its share: --plugin-files-created or its grant's plugin_files_created; \
+                 by default half of the worktree's while other plugins may write there too)"
             ),
         }
     }
@@ -192,13 +218,14 @@ enum Scope {
 }
 
 impl DiskLimits {
-    /// The caps of `scope`'s budget.
-    fn caps(&self, scope: Scope) -> Cost {
+    /// The caps of `scope`'s budget, `shared` telling whether more than
+    /// one plugin may write to the worktree.
+    fn caps(&self, scope: Scope, shared: bool) -> Cost {
         let (bytes, entries) = match scope {
             Scope::Call => (self.call_bytes, self.call_entries),
             Scope::Plugin => (
-                self.plugin_bytes.min(self.worktree_bytes),
-                self.plugin_entries.min(self.worktree_entries),
+                self.plugin_bytes.cap(self.worktree_bytes, shared),
+                self.plugin_entries.cap(self.worktree_entries, shared),
             ),
             Scope::Worktree => (self.worktree_bytes, self.worktree_entries),
         };
@@ -206,8 +233,8 @@ impl DiskLimits {
     }
 
     /// The bound of `scope` that `counted` names.
-    fn exceeded(&self, scope: Scope, counted: Counted) -> Exceeded {
-        let cap = self.caps(scope);
+    fn exceeded(&self, scope: Scope, counted: Counted, shared: bool) -> Exceeded {
+        let cap = self.caps(scope, shared);
         match (scope, counted) {
             (Scope::Call, Counted::Bytes) => Exceeded::CallBytes(cap.bytes),
             (Scope::Call, Counted::Entries) => Exceeded::CallEntries(cap.entries),
@@ -298,29 +325,21 @@ impl CallBudget {
 
     /// Takes `cost` from the call's, its plugin's and the worktree's
     /// budgets, or takes nothing and reports the bound it would pass. The
-    /// plugin's is counted always and capped only while the worktree has
-    /// more than one writer, so one plugin alone may use the whole of it.
+    /// plugin's is counted always; its default share caps it only while
+    /// the worktree has more than one writer, so one plugin alone may use
+    /// the whole of it.
     pub fn charge(&self, cost: Cost) -> Result<Charge, Exceeded> {
         let s = &*self.0;
-        let l = &s.limits;
-        let uncapped = Cost {
-            bytes: u64::MAX,
-            entries: u64::MAX,
-        };
-        let plugin_caps = if s.worktree.shared() {
-            l.caps(Scope::Plugin)
-        } else {
-            uncapped
-        };
+        let (l, shared) = (&s.limits, s.worktree.shared());
         let budgets = [
-            (&s.call, l.caps(Scope::Call), Scope::Call),
-            (&*s.plugin, plugin_caps, Scope::Plugin),
-            (&s.worktree.totals, l.caps(Scope::Worktree), Scope::Worktree),
+            (&s.call, Scope::Call),
+            (&*s.plugin, Scope::Plugin),
+            (&s.worktree.totals, Scope::Worktree),
         ];
-        for (i, (totals, caps, scope)) in budgets.iter().enumerate() {
-            if let Err(counted) = totals.take(cost, *caps) {
-                budgets[..i].iter().for_each(|(t, _, _)| t.give_back(cost));
-                return Err(self.refuse(l.exceeded(*scope, counted)));
+        for (i, (totals, scope)) in budgets.iter().enumerate() {
+            if let Err(counted) = totals.take(cost, l.caps(*scope, shared)) {
+                budgets[..i].iter().for_each(|(t, _)| t.give_back(cost));
+                return Err(self.refuse(l.exceeded(*scope, counted, shared)));
             }
         }
         Ok(Charge {
@@ -385,8 +404,8 @@ mod tests {
             max_file_size: 50,
             worktree_bytes: 150,
             worktree_entries: 3,
-            plugin_bytes: 80,
-            plugin_entries: 2,
+            plugin_bytes: Share::Half,
+            plugin_entries: Share::Half,
         }
     }
 
@@ -444,12 +463,12 @@ mod tests {
         usage.note_writers(1);
         let _ = call_of(&a, &usage).charge(Cost::bytes(90)).unwrap();
         assert_eq!(a.bytes(), 90);
-        // Once another may write, it is over its share of 80: refused.
+        // Once another may write, it is over its share of 75: refused.
         usage.note_writers(2);
         let over = call_of(&a, &usage);
         assert_eq!(
             over.charge(Cost::bytes(1)).err(),
-            Some(Exceeded::PluginBytes(80))
+            Some(Exceeded::PluginBytes(75))
         );
         assert_eq!(over.written(), Cost::default(), "a refusal takes nothing");
         assert_eq!((a.bytes(), usage.bytes()), (90, 90));
@@ -480,13 +499,13 @@ mod tests {
         // The other writer is gone (a reload that failed): still shared.
         usage.note_writers(1);
         assert_eq!(
-            call_of(&a, &usage).charge(Cost::bytes(81)).err(),
-            Some(Exceeded::PluginBytes(80))
+            call_of(&a, &usage).charge(Cost::bytes(76)).err(),
+            Some(Exceeded::PluginBytes(75))
         );
-        // A share is never more than the worktree's total.
+        // A share told is never more than the worktree's total.
         let wide = DiskLimits {
             call_bytes: 1000,
-            plugin_bytes: 1000,
+            plugin_bytes: Share::Set(1000),
             ..small()
         };
         let b = CallBudget::new(wide, Arc::default(), usage.clone());
@@ -497,26 +516,52 @@ mod tests {
     }
 
     #[test]
+    fn a_share_told_holds_a_plugin_alone_too() {
+        let usage = Arc::new(WorktreeUsage::default());
+        usage.note_writers(1);
+        let told = DiskLimits {
+            plugin_bytes: Share::Set(40),
+            plugin_entries: Share::Set(0),
+            ..small()
+        };
+        let b = CallBudget::new(told, Arc::default(), usage.clone());
+        let _ = b.charge(Cost::bytes(40)).unwrap();
+        assert_eq!(
+            b.charge(Cost::bytes(1)).err(),
+            Some(Exceeded::PluginBytes(40))
+        );
+        assert_eq!(
+            b.charge(Cost::entry()).err(),
+            Some(Exceeded::PluginEntries(0))
+        );
+        assert_eq!((usage.bytes(), usage.entries()), (40, 0));
+    }
+
+    #[test]
     fn a_refund_gives_back_to_the_plugin_too() {
         let usage = Arc::new(WorktreeUsage::default());
         usage.note_writers(2);
         let a = Arc::new(Totals::default());
         let call = call_of(&a, &usage);
-        let c = call.charge(Cost::bytes(80)).unwrap();
+        let c = call.charge(Cost::bytes(75)).unwrap();
         assert!(c.settle(Err::<(), ()>(())).is_err());
         assert_eq!((a.bytes(), usage.bytes(), call.written().bytes), (0, 0, 0));
-        let _ = call.charge(Cost::bytes(80)).unwrap();
+        let _ = call.charge(Cost::bytes(75)).unwrap();
     }
 
     #[test]
     fn shares_are_half_unless_told() {
-        assert_eq!(plugin_share_of(1 << 30, None), 1 << 29);
-        assert_eq!(plugin_share_of(5, None), 3);
-        assert_eq!(plugin_share_of(100, Some(7)), 7);
-        assert_eq!(plugin_share_of(100, Some(700)), 100);
+        assert_eq!(Share::told(None), Share::Half);
+        assert_eq!(Share::Half.cap(1 << 30, true), 1 << 29);
+        assert_eq!(Share::Half.cap(5, true), 3);
+        assert_eq!(Share::Half.cap(5, false), u64::MAX);
+        assert_eq!(Share::told(Some(7)).cap(100, false), 7);
+        assert_eq!(Share::Set(700).cap(100, true), 100);
         let d = DiskLimits::default();
-        assert_eq!(d.plugin_bytes * 2, d.worktree_bytes);
-        assert_eq!(d.plugin_entries * 2, d.worktree_entries);
+        assert_eq!(
+            (d.plugin_bytes, d.plugin_entries),
+            (Share::Half, Share::Half)
+        );
     }
 
     #[test]

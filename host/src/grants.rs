@@ -14,6 +14,8 @@
 //! max_output_bytes = 100000
 //! max_write_bytes = 1048576
 //! max_files_created = 100
+//! plugin_write_bytes = 10485760   # all its calls together (its share of
+//! plugin_files_created = 1000     # --worktree-write-bytes / -files-created)
 //! max_concurrency = 2
 //! tools = ["read_file", "write_file"]
 //!
@@ -32,7 +34,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::disk_budget::DiskLimits;
+use crate::disk_budget::{DiskLimits, Share};
 use crate::limits::Limits;
 
 /// How much of the worktree a plugin sees. Ordered: a lower access is a
@@ -63,6 +65,8 @@ struct GrantSpec {
     max_output_bytes: Option<usize>,
     max_write_bytes: Option<u64>,
     max_files_created: Option<u64>,
+    plugin_write_bytes: Option<u64>,
+    plugin_files_created: Option<u64>,
     max_concurrency: Option<usize>,
     tools: Option<Vec<String>>,
 }
@@ -94,6 +98,8 @@ impl GrantSpec {
             max_output_bytes: self.max_output_bytes.or(base.max_output_bytes),
             max_write_bytes: self.max_write_bytes.or(base.max_write_bytes),
             max_files_created: self.max_files_created.or(base.max_files_created),
+            plugin_write_bytes: self.plugin_write_bytes.or(base.plugin_write_bytes),
+            plugin_files_created: self.plugin_files_created.or(base.plugin_files_created),
             max_concurrency: self.max_concurrency.or(base.max_concurrency),
             tools: self.tools.clone().or_else(|| base.tools.clone()),
         }
@@ -214,20 +220,43 @@ impl Grant {
             }
             g.max_output_bytes = n;
         }
-        if let Some(n) = spec.max_write_bytes {
-            if n > server.disk.call_bytes {
-                let cap = server.disk.call_bytes.to_string();
-                return Err(over("max_write_bytes", "--max-write-bytes", cap));
-            }
+        let disk = &server.disk;
+        let within = |n: Option<u64>, cap: u64, field: &str, flag: &str| match n {
+            Some(n) if n > cap => Err(over(field, flag, cap.to_string())),
+            n => Ok(n),
+        };
+        let call_bytes = within(
+            spec.max_write_bytes,
+            disk.call_bytes,
+            "max_write_bytes",
+            "--max-write-bytes",
+        )?;
+        if let Some(n) = call_bytes {
             (g.disk.call_bytes, g.max_write_bytes) = (n, n);
         }
-        if let Some(n) = spec.max_files_created {
-            if n > server.disk.call_entries {
-                let cap = server.disk.call_entries.to_string();
-                return Err(over("max_files_created", "--max-files-created", cap));
-            }
+        let call_entries = within(
+            spec.max_files_created,
+            disk.call_entries,
+            "max_files_created",
+            "--max-files-created",
+        )?;
+        if let Some(n) = call_entries {
             (g.disk.call_entries, g.max_files_created) = (n, n);
         }
+        let bytes = within(
+            spec.plugin_write_bytes,
+            disk.worktree_bytes,
+            "plugin_write_bytes",
+            "--worktree-write-bytes",
+        )?;
+        let entries = within(
+            spec.plugin_files_created,
+            disk.worktree_entries,
+            "plugin_files_created",
+            "--worktree-files-created",
+        )?;
+        g.disk.plugin_bytes = bytes.map_or(disk.plugin_bytes, Share::Set);
+        g.disk.plugin_entries = entries.map_or(disk.plugin_entries, Share::Set);
         if let Some(n) = spec.max_concurrency {
             if n > max.slots {
                 return Err(over(
@@ -384,6 +413,14 @@ mod tests {
             ("[plugins.w]\ntimeout_ms = 999999\n", "--timeout-ms"),
             ("[plugins.w]\nmemory_mb = 100000\n", "--memory-mb"),
             ("[default]\nmax_concurrency = 17\n", "--max-concurrency"),
+            (
+                "[plugins.w]\nplugin_write_bytes = 1073741825\n",
+                "--worktree-write-bytes",
+            ),
+            (
+                "[plugins.w]\nplugin_files_created = 100001\n",
+                "--worktree-files-created",
+            ),
             ("[plugins.w]\nfilesytem = \"none\"\n", "unknown field"),
             ("[plugins.w]\npaths = [\"../x\"]\n", "without `..`"),
             ("[plugins.w]\npaths = [\"/etc\"]\n", "without `..`"),
@@ -405,6 +442,17 @@ mod tests {
             Filesystem::ReadOnly,
         );
         assert!(format!("{:#}", ro.unwrap_err()).contains("--read-only"));
+    }
+
+    #[test]
+    fn a_grant_sets_its_plugins_share_of_the_worktree() {
+        let g = parse("[default]\nplugin_write_bytes = 5\n[plugins.w]\nplugin_files_created = 0\n");
+        let g = g.unwrap();
+        let w = g.for_plugin("w", "ab");
+        assert_eq!(w.disk.plugin_bytes, Share::Set(5), "from [default]");
+        assert_eq!(w.disk.plugin_entries, Share::Set(0));
+        let other = g.for_plugin("other", "ab");
+        assert_eq!(other.disk.plugin_entries, Share::Half);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
 use wasm_mcp_host::audit::AuditLog;
 use wasm_mcp_host::cache::ComponentCache;
-use wasm_mcp_host::disk_budget::{plugin_share_of, DiskLimits};
+use wasm_mcp_host::disk_budget::{DiskLimits, Share};
 use wasm_mcp_host::grants::Grants;
 use wasm_mcp_host::http::{auth, HttpOptions};
 use wasm_mcp_host::limits::{DEFAULT_SPARE_INSTANCES, MAX_SPARE_INSTANCES};
@@ -187,14 +187,14 @@ struct CommonArgs {
     /// Entries all calls of this server may create in the worktree together.
     #[arg(long, default_value_t = DiskLimits::default().worktree_entries)]
     worktree_files_created: u64,
-    /// Bytes one plugin's calls may write to the worktree together while
-    /// another loaded plugin may write there too [default: half of
-    /// --worktree-write-bytes, rounded up].
+    /// Bytes each plugin's calls may write to the worktree together, at
+    /// most --worktree-write-bytes [default: half of it, rounded up, while
+    /// more than one plugin may write there; alone, all of it].
     #[arg(long)]
     plugin_write_bytes: Option<u64>,
-    /// Entries one plugin's calls may create in the worktree together while
-    /// another loaded plugin may write there too [default: half of
-    /// --worktree-files-created, rounded up].
+    /// Entries each plugin's calls may create in the worktree together, at
+    /// most --worktree-files-created [default: half of it, rounded up,
+    /// while more than one plugin may write there; alone, all of it].
     #[arg(long)]
     plugin_files_created: Option<u64>,
     /// Mount the worktree read-only.
@@ -346,8 +346,8 @@ async fn open_registry(c: &CommonArgs, baseline_tier: bool) -> Result<Arc<Regist
             max_file_size: c.max_file_size,
             worktree_bytes: c.worktree_write_bytes,
             worktree_entries: c.worktree_files_created,
-            plugin_bytes: plugin_share_of(c.worktree_write_bytes, c.plugin_write_bytes),
-            plugin_entries: plugin_share_of(c.worktree_files_created, c.plugin_files_created),
+            plugin_bytes: Share::told(c.plugin_write_bytes),
+            plugin_entries: Share::told(c.plugin_files_created),
         },
         ..Limits::default()
     };
