@@ -29,8 +29,8 @@ pub struct DiskLimits {
 /// A plugin's share of a worktree total.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Share {
-    /// Half of the total, rounded up, while more than one plugin may write
-    /// to the worktree (as a plugin holds at most half of the call slots:
+    /// Half of the total, rounded up, once more than one plugin may write
+    /// to the worktree (then for the server's life) (as a plugin holds at most half of the call slots:
     /// one that fills its share leaves the rest to the others); alone, the
     /// whole of it.
     #[default]
@@ -47,12 +47,19 @@ impl Share {
     }
 
     /// The cap this share puts on a plugin's part of `total`, `shared`
-    /// telling whether another plugin may write to the worktree too.
+    /// telling whether another plugin may write to the worktree too; none
+    /// (`u64::MAX`) where it would be the whole total, so that a refusal
+    /// there names the worktree's bound, the one to raise.
     fn cap(self, total: u64, shared: bool) -> u64 {
-        match self {
+        let part = match self {
             Share::Half if shared => total.div_ceil(2),
-            Share::Half => u64::MAX,
-            Share::Set(n) => n.min(total),
+            Share::Half => total,
+            Share::Set(n) => n,
+        };
+        if part < total {
+            part
+        } else {
+            u64::MAX
         }
     }
 }
@@ -106,13 +113,13 @@ impl std::fmt::Display for Exceeded {
                 f,
                 "more than {n} bytes written to the worktree by this plugin's calls \
                  (its share: --plugin-write-bytes or its grant's plugin_write_bytes; \
-                 by default half of the worktree's while other plugins may write there too)"
+                 by default half of the worktree's once other plugins may write there too)"
             ),
             Exceeded::PluginEntries(n) => write!(
                 f,
                 "more than {n} entries created in the worktree by this plugin's calls \
                  (its share: --plugin-files-created or its grant's plugin_files_created; \
-                 by default half of the worktree's while other plugins may write there too)"
+                 by default half of the worktree's once other plugins may write there too)"
             ),
         }
     }
@@ -502,7 +509,8 @@ mod tests {
             call_of(&a, &usage).charge(Cost::bytes(76)).err(),
             Some(Exceeded::PluginBytes(75))
         );
-        // A share told is never more than the worktree's total.
+        // A share told as much as the worktree's total or more leaves the
+        // refusal to the total, the bound to raise.
         let wide = DiskLimits {
             call_bytes: 1000,
             plugin_bytes: Share::Set(1000),
@@ -511,7 +519,7 @@ mod tests {
         let b = CallBudget::new(wide, Arc::default(), usage.clone());
         assert_eq!(
             b.charge(Cost::bytes(151)).err(),
-            Some(Exceeded::PluginBytes(150))
+            Some(Exceeded::WorktreeBytes(150))
         );
     }
 
@@ -556,7 +564,12 @@ mod tests {
         assert_eq!(Share::Half.cap(5, true), 3);
         assert_eq!(Share::Half.cap(5, false), u64::MAX);
         assert_eq!(Share::told(Some(7)).cap(100, false), 7);
-        assert_eq!(Share::Set(700).cap(100, true), 100);
+        assert_eq!(
+            Share::Set(700).cap(100, true),
+            u64::MAX,
+            "the total bounds it"
+        );
+        assert_eq!(Share::Half.cap(1, true), u64::MAX, "half of 1 is all of it");
         let d = DiskLimits::default();
         assert_eq!(
             (d.plugin_bytes, d.plugin_entries),

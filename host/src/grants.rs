@@ -74,7 +74,9 @@ struct GrantSpec {
 impl GrantSpec {
     /// Refuses a budget of 0 where it would make every call fail (a zero
     /// concurrency share was silently 1 before; a zero timeout or memory
-    /// limit is a typo, not a grant). Write budgets may be 0: no writes.
+    /// limit is a typo, not a grant). Write budgets may be 0: the plugin adds
+    /// nothing (deleting and renaming still work; `read-only` forbids
+    /// changes).
     fn refuse_zeros(&self, what: &str) -> Result<()> {
         let zero = [
             ("timeout_ms", self.timeout_ms == Some(0)),
@@ -130,7 +132,8 @@ pub struct Grant {
     pub timeout: Duration,
     pub memory_bytes: usize,
     pub max_output_bytes: usize,
-    /// Per-call disk bounds (the worktree totals stay the server's).
+    /// Disk bounds: per call, and this plugin's share of the worktree
+    /// totals (the totals stay the server's).
     #[serde(skip)]
     pub disk: DiskLimits,
     pub max_write_bytes: u64,
@@ -452,7 +455,12 @@ mod tests {
         assert_eq!(w.disk.plugin_bytes, Share::Set(5), "from [default]");
         assert_eq!(w.disk.plugin_entries, Share::Set(0));
         let other = g.for_plugin("other", "ab");
-        assert_eq!(other.disk.plugin_entries, Share::Half);
+        assert_eq!(
+            other.disk.plugin_bytes,
+            Share::Set(5),
+            "unlisted: [default]"
+        );
+        assert_eq!(other.disk.plugin_entries, Share::Half, "the server's");
     }
 
     #[test]

@@ -187,14 +187,18 @@ struct CommonArgs {
     /// Entries all calls of this server may create in the worktree together.
     #[arg(long, default_value_t = DiskLimits::default().worktree_entries)]
     worktree_files_created: u64,
-    /// Bytes each plugin's calls may write to the worktree together, at
-    /// most --worktree-write-bytes [default: half of it, rounded up, while
-    /// more than one plugin may write there; alone, all of it].
+    /// Bytes each plugin's calls may write to the worktree together (a
+    /// grant's plugin_write_bytes sets its plugin's own), at most
+    /// --worktree-write-bytes [default: half of it, rounded up, once more
+    /// than one plugin may write there, then for the server's life; until
+    /// then, all of it].
     #[arg(long)]
     plugin_write_bytes: Option<u64>,
-    /// Entries each plugin's calls may create in the worktree together, at
-    /// most --worktree-files-created [default: half of it, rounded up,
-    /// while more than one plugin may write there; alone, all of it].
+    /// Entries each plugin's calls may create in the worktree together (a
+    /// grant's plugin_files_created sets its plugin's own), at most
+    /// --worktree-files-created [default: half of it, rounded up, once
+    /// more than one plugin may write there, then for the server's life;
+    /// until then, all of it].
     #[arg(long)]
     plugin_files_created: Option<u64>,
     /// Mount the worktree read-only.
