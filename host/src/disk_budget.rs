@@ -238,11 +238,12 @@ impl DiskLimits {
         };
         Cost { bytes, entries }
     }
+}
 
-    /// The bound of `scope` that `counted` names.
-    fn exceeded(&self, scope: Scope, counted: Counted, shared: bool) -> Exceeded {
-        let cap = self.caps(scope, shared);
-        match (scope, counted) {
+impl Scope {
+    /// The bound of this budget, whose caps are `cap`, that `counted` names.
+    fn exceeded(self, counted: Counted, cap: Cost) -> Exceeded {
+        match (self, counted) {
             (Scope::Call, Counted::Bytes) => Exceeded::CallBytes(cap.bytes),
             (Scope::Call, Counted::Entries) => Exceeded::CallEntries(cap.entries),
             (Scope::Plugin, Counted::Bytes) => Exceeded::PluginBytes(cap.bytes),
@@ -344,9 +345,10 @@ impl CallBudget {
             (&s.worktree.totals, Scope::Worktree),
         ];
         for (i, (totals, scope)) in budgets.iter().enumerate() {
-            if let Err(counted) = totals.take(cost, l.caps(*scope, shared)) {
+            let caps = l.caps(*scope, shared);
+            if let Err(counted) = totals.take(cost, caps) {
                 budgets[..i].iter().for_each(|(t, _)| t.give_back(cost));
-                return Err(self.refuse(l.exceeded(*scope, counted, shared)));
+                return Err(self.refuse(scope.exceeded(counted, caps)));
             }
         }
         Ok(Charge {

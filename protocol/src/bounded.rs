@@ -141,15 +141,22 @@ pub struct Lane {
     permits: Arc<Semaphore>,
 }
 
+impl Lane {
+    /// A lane of `permits` validations at once.
+    fn of(permits: usize) -> Lane {
+        Lane {
+            permits: Arc::new(Semaphore::new(permits)),
+        }
+    }
+}
+
 impl Validation {
     pub fn new(budget: ValidationBudget) -> Self {
         let threads = budget.threads.max(1);
         Validation {
             budget,
             permits: Arc::new(Semaphore::new(threads)),
-            unlaned: Lane {
-                permits: Arc::new(Semaphore::new(threads)),
-            },
+            unlaned: Lane::of(threads),
         }
     }
 
@@ -166,10 +173,7 @@ impl Validation {
     /// A new lane: half of the threads, rounded up (as a plugin's share of
     /// the call slots is half of them).
     pub fn lane(&self) -> Lane {
-        let share = self.budget.threads.max(1).div_ceil(2);
-        Lane {
-            permits: Arc::new(Semaphore::new(share)),
-        }
+        Lane::of(self.budget.threads.max(1).div_ceil(2))
     }
 
     /// Price `value` against `schema` (counting stops past the budget).
