@@ -291,3 +291,74 @@ fn spare_instances_can_be_turned_off_and_are_bounded() {
         assert_flag_refused(wt.path(), plugins.path(), "--spare-instances", bad);
     }
 }
+
+fn mkfifo(path: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// A hostile file tree: FIFOs (and a socket) in the worktree, put there by
+/// someone other than a plugin (git cannot check one out, a guest cannot
+/// make one). Opening a FIFO blocks until a writer comes, on the thread
+/// running the call and past its deadline; more such calls than the
+/// server has threads would wedge it. Every way a tool opens one is
+/// refused at once, naming why, and the server keeps serving.
+#[test]
+fn special_files_in_the_worktree_are_refused_at_open_without_blocking() {
+    let wt = worktree();
+    let root = wt.path();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    mkfifo(&root.join("pipe"));
+    mkfifo(&root.join("sub/pipe"));
+    std::os::unix::fs::symlink("pipe", root.join("link")).unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    // A deadline far past the answers awaited: a blocked open would not
+    // answer in time, whatever the machine's speed.
+    let (mut s, _) = Server::start(root, plugins.path(), &["--timeout-ms", "60000"]);
+    let calls = [
+        ("read_file", json!({"path": "pipe"})),
+        ("read_file", json!({"path": "sub/pipe"})),
+        ("read_file", json!({"path": "link"})),
+        ("read_file", json!({"path": "sock"})),
+        ("search", json!({"pattern": "x", "path": "pipe"})),
+        ("read_file", json!({"path": "pipe", "line_limit": 1})),
+        ("write_file", json!({"path": "pipe", "content": "x"})),
+    ];
+    for (i, (tool, args)) in calls.iter().enumerate() {
+        let msg = json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}});
+        s.send_raw(&msg.to_string());
+    }
+    for (i, (tool, args)) in calls.iter().enumerate() {
+        let r = result_of(&mut s, 100 + i as u64, Duration::from_secs(20));
+        assert!(is_error(&r), "{tool} {args}: {r}");
+        let text = text_of(&r);
+        assert!(
+            text.contains("not a regular file or directory"),
+            "{tool} {args}: {r}"
+        );
+        assert!(text.contains(args["path"].as_str().unwrap()), "{r}");
+    }
+    // The tree around them is still served: a search skips them.
+    let r = s.call("search", json!({"pattern": "inside"}));
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(
+        r["structuredContent"]["matches"][0]["path"], "inside.txt",
+        "{r}"
+    );
+    let r = read_file_within(&mut s, 200, Duration::from_secs(20));
+    assert_eq!(r["structuredContent"]["content"], "inside\n", "{r}");
+    let r = s.call("list_dir", json!({"path": "."}));
+    assert!(r.to_string().contains("pipe"), "{r}");
+    // The refused write replaced nothing.
+    let kind = std::fs::symlink_metadata(root.join("pipe"))
+        .unwrap()
+        .file_type();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&kind));
+    assert!(s.alive());
+}

@@ -82,6 +82,25 @@ fn admit_write(budget: &CallBudget, size: u64, offset: u64, len: u64) -> Result<
     budget.charge(Cost::bytes(len.saturating_add(offset.saturating_sub(size))))
 }
 
+/// What a path names, as `open-at` sees it before opening.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Found {
+    Absent,
+    Openable,
+    /// A FIFO, socket or device: refused with `unsupported`. Opening a
+    /// FIFO blocks until its other end is opened, on the thread running
+    /// the call (file operations run on it) and past the call's deadline,
+    /// which cannot interrupt a system call; a device is not worktree data.
+    Special,
+}
+
+/// Whether a descriptor of this type opens at once: a directory, a
+/// regular file, or a symlink (which an open not following it refuses).
+fn opens_without_blocking(t: types::DescriptorType) -> bool {
+    use types::DescriptorType as T;
+    matches!(t, T::Directory | T::RegularFile | T::SymbolicLink)
+}
+
 fn file_len(file: &std::fs::File) -> u64 {
     file.metadata().map(|m| m.len()).unwrap_or(0)
 }
@@ -131,17 +150,22 @@ impl GuardedFs<'_> {
         })
     }
 
-    /// Whether `path` names nothing yet (so creating it adds an entry).
-    async fn is_absent(
+    /// What `path` names before it is opened: nothing yet (so creating it
+    /// adds an entry), something that may be opened, or something that
+    /// may not.
+    async fn found_at(
         &mut self,
         fd: &Resource<Descriptor>,
         path_flags: types::PathFlags,
         path: &str,
-    ) -> bool {
+    ) -> Found {
         let probe = Resource::new_borrow(fd.rep());
         match self.fs.stat_at(probe, path_flags, path.to_owned()).await {
-            Ok(_) => false,
-            Err(e) => e.downcast_ref() == Some(&ErrorCode::NoEntry),
+            Ok(stat) if opens_without_blocking(stat.type_) => Found::Openable,
+            Ok(_) => Found::Special,
+            Err(e) if e.downcast_ref() == Some(&ErrorCode::NoEntry) => Found::Absent,
+            // The open itself reports the same error.
+            Err(_) => Found::Openable,
         }
     }
 
@@ -267,10 +291,13 @@ impl HostDescriptor for GuardedFs<'_> {
         if mutates {
             self.note_if_read_only(&fd)?;
         }
+        let found = self.found_at(&fd, path_flags, &path).await;
+        if found == Found::Special {
+            return Err(ErrorCode::Unsupported.into());
+        }
         let creates = oflags.contains(types::OpenFlags::CREATE)
             && self.writable_dir(&fd)?
-            && (oflags.contains(types::OpenFlags::EXCLUSIVE)
-                || self.is_absent(&fd, path_flags, &path).await);
+            && (oflags.contains(types::OpenFlags::EXCLUSIVE) || found == Found::Absent);
         let op = self.fs.open_at(fd, path_flags, path, oflags, flags);
         Self::charged(self.budget, creates, Cost::entry(), op).await
     }

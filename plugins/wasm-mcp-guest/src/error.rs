@@ -68,9 +68,11 @@ impl ToolError {
             }
             _ => ErrorCode::Io,
         };
-        let what = match code {
-            ErrorCode::NotFound => "not found",
-            ErrorCode::PermissionDenied => "permission denied",
+        let what = match (code, e.kind()) {
+            (ErrorCode::NotFound, _) => "not found",
+            (ErrorCode::PermissionDenied, _) => "permission denied",
+            // The host opens nothing else (a FIFO would block the call).
+            (_, K::Unsupported) => "not a regular file or directory",
             _ => "I/O error",
         };
         ToolError::new(code, format!("{what}: {path}: {e}"))

@@ -517,8 +517,12 @@ fn search(root: &Path, a: SearchArgs) -> Result<SearchOut, ToolErr> {
     };
     if meta.is_dir() {
         s.dir(&rel, 0);
-    } else {
+    } else if meta.is_file() {
         s.file(&rel, meta.len());
+    } else {
+        return Err(ToolErr::invalid(format!(
+            "{rel} is not a regular file or directory"
+        )));
     }
     Ok(SearchOut {
         matches: s.matches,

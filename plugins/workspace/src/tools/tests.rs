@@ -380,6 +380,32 @@ fn search_walks_and_skips() {
     );
 }
 
+/// A FIFO named by `search` is refused by name (the host refuses to open
+/// one at all; a walk never tries, as it reads regular files only).
+#[cfg(unix)]
+#[test]
+fn search_refuses_a_named_fifo_and_walks_past_one() {
+    let t = TempRoot::new();
+    t.put("a.txt", b"needle\n");
+    let made = std::process::Command::new("mkfifo")
+        .arg(t.0.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let e = t
+        .call("search", json!({"pattern": "needle", "path": "pipe"}))
+        .unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments);
+    assert!(
+        e.message.contains("pipe is not a regular file"),
+        "{}",
+        e.message
+    );
+    let r = t.call("search", json!({"pattern": "needle"})).unwrap();
+    assert_eq!(r["files_scanned"], 1);
+    assert_eq!(r["matches"][0]["path"], "a.txt");
+}
+
 #[test]
 fn descriptors_are_well_formed() {
     let ds = descriptors();
