@@ -29,31 +29,30 @@ pub struct DiskLimits {
 /// A plugin's share of a worktree total.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Share {
-    /// Half of the total, rounded up, once more than one plugin may write
-    /// to the worktree (then for the server's life) (as a plugin holds at most half of the call slots:
-    /// one that fills its share leaves the rest to the others); alone, the
-    /// whole of it.
+    /// An even part of the total: divided by the most plugins that have
+    /// published a tool that may write to the worktree (over the server's
+    /// life), rounded up; alone, the whole of it. Plugins that fill theirs
+    /// leave every other its own, however many there are.
     #[default]
-    Half,
+    Even,
     /// This much, never more than the total, whether or not other plugins
     /// may write (`--plugin-write-bytes`, a grant's `plugin_write_bytes`).
     Set(u64),
 }
 
 impl Share {
-    /// `Set(n)` when `told` is, else the default half.
+    /// `Set(n)` when `told` is, else the default even part.
     pub fn told(told: Option<u64>) -> Share {
-        told.map_or(Share::Half, Share::Set)
+        told.map_or(Share::Even, Share::Set)
     }
 
-    /// The cap this share puts on a plugin's part of `total`, `shared`
-    /// telling whether another plugin may write to the worktree too; none
-    /// (`u64::MAX`) where it would be the whole total, so that a refusal
-    /// there names the worktree's bound, the one to raise.
-    fn cap(self, total: u64, shared: bool) -> u64 {
+    /// The cap this share puts on a plugin's part of `total`, `writers`
+    /// plugins having published a tool that may write to the worktree;
+    /// none (`u64::MAX`) where it would be the whole total, so that a
+    /// refusal there names the worktree's bound, the one to raise.
+    fn cap(self, total: u64, writers: usize) -> u64 {
         let part = match self {
-            Share::Half if shared => total.div_ceil(2),
-            Share::Half => total,
+            Share::Even => total.div_ceil(writers.max(1) as u64),
             Share::Set(n) => n,
         };
         if part < total {
@@ -72,8 +71,8 @@ impl Default for DiskLimits {
             max_file_size: 256 << 20,
             worktree_bytes: 1 << 30,
             worktree_entries: 100_000,
-            plugin_bytes: Share::Half,
-            plugin_entries: Share::Half,
+            plugin_bytes: Share::Even,
+            plugin_entries: Share::Even,
         }
     }
 }
@@ -113,13 +112,13 @@ impl std::fmt::Display for Exceeded {
                 f,
                 "more than {n} bytes written to the worktree by this plugin's calls \
                  (its share: --plugin-write-bytes or its grant's plugin_write_bytes; \
-                 by default half of the worktree's once other plugins may write there too)"
+                 by default an even part of the worktree's among the plugins that may write there)"
             ),
             Exceeded::PluginEntries(n) => write!(
                 f,
                 "more than {n} entries created in the worktree by this plugin's calls \
                  (its share: --plugin-files-created or its grant's plugin_files_created; \
-                 by default half of the worktree's once other plugins may write there too)"
+                 by default an even part of the worktree's among the plugins that may write there)"
             ),
         }
     }
@@ -202,17 +201,17 @@ impl WorktreeUsage {
     }
 
     /// Notes that `n` plugins publish a tool that may write to the
-    /// worktree (each catalog the server publishes tells it). From the
-    /// first time more than one may, each plugin is held to its share
-    /// ([`DiskLimits::plugin_bytes`]) for the rest of the server's life,
-    /// as the totals are: a writer gone for a while (a reload that failed,
-    /// a load retried) must not leave another free to take everything.
+    /// worktree (each catalog the server publishes tells it). Shares
+    /// ([`DiskLimits::plugin_bytes`]) are parts of the most there have
+    /// been, for the rest of the server's life, as the totals are: a
+    /// writer gone for a while (a reload that failed, a load retried) must
+    /// not leave another free to take its part.
     pub fn note_writers(&self, n: usize) {
         self.writers.fetch_max(n, Ordering::Relaxed);
     }
 
-    fn shared(&self) -> bool {
-        self.writers.load(Ordering::Relaxed) > 1
+    fn writers(&self) -> usize {
+        self.writers.load(Ordering::Relaxed)
     }
 }
 
@@ -225,14 +224,14 @@ enum Scope {
 }
 
 impl DiskLimits {
-    /// The caps of `scope`'s budget, `shared` telling whether more than
-    /// one plugin may write to the worktree.
-    fn caps(&self, scope: Scope, shared: bool) -> Cost {
+    /// The caps of `scope`'s budget, `writers` plugins having published a
+    /// tool that may write to the worktree.
+    fn caps(&self, scope: Scope, writers: usize) -> Cost {
         let (bytes, entries) = match scope {
             Scope::Call => (self.call_bytes, self.call_entries),
             Scope::Plugin => (
-                self.plugin_bytes.cap(self.worktree_bytes, shared),
-                self.plugin_entries.cap(self.worktree_entries, shared),
+                self.plugin_bytes.cap(self.worktree_bytes, writers),
+                self.plugin_entries.cap(self.worktree_entries, writers),
             ),
             Scope::Worktree => (self.worktree_bytes, self.worktree_entries),
         };
@@ -338,14 +337,14 @@ impl CallBudget {
     /// the whole of it.
     pub fn charge(&self, cost: Cost) -> Result<Charge, Exceeded> {
         let s = &*self.0;
-        let (l, shared) = (&s.limits, s.worktree.shared());
+        let (l, writers) = (&s.limits, s.worktree.writers());
         let budgets = [
             (&s.call, Scope::Call),
             (&*s.plugin, Scope::Plugin),
             (&s.worktree.totals, Scope::Worktree),
         ];
         for (i, (totals, scope)) in budgets.iter().enumerate() {
-            let caps = l.caps(*scope, shared);
+            let caps = l.caps(*scope, writers);
             if let Err(counted) = totals.take(cost, caps) {
                 budgets[..i].iter().for_each(|(t, _)| t.give_back(cost));
                 return Err(self.refuse(scope.exceeded(counted, caps)));
@@ -413,8 +412,8 @@ mod tests {
             max_file_size: 50,
             worktree_bytes: 150,
             worktree_entries: 3,
-            plugin_bytes: Share::Half,
-            plugin_entries: Share::Half,
+            plugin_bytes: Share::Even,
+            plugin_entries: Share::Even,
         }
     }
 
@@ -560,23 +559,48 @@ mod tests {
     }
 
     #[test]
-    fn shares_are_half_unless_told() {
-        assert_eq!(Share::told(None), Share::Half);
-        assert_eq!(Share::Half.cap(1 << 30, true), 1 << 29);
-        assert_eq!(Share::Half.cap(5, true), 3);
-        assert_eq!(Share::Half.cap(5, false), u64::MAX);
-        assert_eq!(Share::told(Some(7)).cap(100, false), 7);
-        assert_eq!(
-            Share::Set(700).cap(100, true),
-            u64::MAX,
-            "the total bounds it"
-        );
-        assert_eq!(Share::Half.cap(1, true), u64::MAX, "half of 1 is all of it");
+    fn shares_are_even_parts_unless_told() {
+        assert_eq!(Share::told(None), Share::Even);
+        assert_eq!(Share::Even.cap(1 << 30, 2), 1 << 29);
+        assert_eq!(Share::Even.cap(5, 2), 3);
+        assert_eq!(Share::Even.cap(10, 3), 4);
+        assert_eq!(Share::Even.cap(5, 1), u64::MAX);
+        assert_eq!(Share::Even.cap(5, 0), u64::MAX);
+        assert_eq!(Share::told(Some(7)).cap(100, 1), 7);
+        assert_eq!(Share::Set(700).cap(100, 2), u64::MAX, "the total bounds it");
+        assert_eq!(Share::Even.cap(1, 2), u64::MAX, "half of 1 is all of it");
         let d = DiskLimits::default();
         assert_eq!(
             (d.plugin_bytes, d.plugin_entries),
-            (Share::Half, Share::Half)
+            (Share::Even, Share::Even)
         );
+    }
+
+    #[test]
+    fn writers_that_fill_their_parts_leave_every_other_its_own() {
+        let usage = Arc::new(WorktreeUsage::default());
+        usage.note_writers(3);
+        let plugins: Vec<Arc<Totals>> = (0..3).map(|_| Arc::default()).collect();
+        // Two fill their thirds of 150 (50 each), in calls of 10.
+        for p in &plugins[..2] {
+            for _ in 0..5 {
+                let _ = call_of(p, &usage).charge(Cost::bytes(10)).unwrap();
+            }
+            assert_eq!(
+                call_of(p, &usage).charge(Cost::bytes(1)).err(),
+                Some(Exceeded::PluginBytes(50))
+            );
+        }
+        // The third still has its own 50, then its share stops it (not the
+        // worktree total).
+        let _ = call_of(&plugins[2], &usage)
+            .charge(Cost::bytes(50))
+            .unwrap();
+        assert_eq!(
+            call_of(&plugins[2], &usage).charge(Cost::bytes(1)).err(),
+            Some(Exceeded::PluginBytes(50))
+        );
+        assert_eq!(usage.bytes(), 150);
     }
 
     #[test]

@@ -460,7 +460,7 @@ mod tests {
             Share::Set(5),
             "unlisted: [default]"
         );
-        assert_eq!(other.disk.plugin_entries, Share::Half, "the server's");
+        assert_eq!(other.disk.plugin_entries, Share::Even, "the server's");
     }
 
     #[test]

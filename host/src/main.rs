@@ -189,16 +189,16 @@ struct CommonArgs {
     worktree_files_created: u64,
     /// Bytes each plugin's calls may write to the worktree together (a
     /// grant's plugin_write_bytes sets its plugin's own), at most
-    /// --worktree-write-bytes [default: half of it, rounded up, once more
-    /// than one plugin may write there, then for the server's life; until
-    /// then, all of it].
+    /// --worktree-write-bytes [default: an even part of it: divided by the
+    /// most plugins that have published a tool that may write there,
+    /// rounded up; alone, all of it].
     #[arg(long)]
     plugin_write_bytes: Option<u64>,
     /// Entries each plugin's calls may create in the worktree together (a
     /// grant's plugin_files_created sets its plugin's own), at most
-    /// --worktree-files-created [default: half of it, rounded up, once
-    /// more than one plugin may write there, then for the server's life;
-    /// until then, all of it].
+    /// --worktree-files-created [default: an even part of it: divided by
+    /// the most plugins that have published a tool that may write there,
+    /// rounded up; alone, all of it].
     #[arg(long)]
     plugin_files_created: Option<u64>,
     /// Mount the worktree read-only.
