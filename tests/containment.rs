@@ -362,3 +362,40 @@ fn special_files_in_the_worktree_are_refused_at_open_without_blocking() {
     assert!(std::os::unix::fs::FileTypeExt::is_fifo(&kind));
     assert!(s.alive());
 }
+
+/// A hostile file tree: a name that is not UTF-8 (which WASI cannot carry:
+/// its paths are strings) made the whole listing of its directory fail, so
+/// `list_dir` failed and `search` skipped every file beside it. Such an
+/// entry is left out of the listing alone; the guest could not name it.
+#[test]
+fn a_name_that_is_not_utf8_hides_only_itself() {
+    use std::os::unix::ffi::OsStrExt;
+    let wt = worktree();
+    let root = wt.path();
+    std::fs::create_dir(root.join("d")).unwrap();
+    let bad = std::ffi::OsStr::from_bytes(b"\xff\xfe.txt");
+    std::fs::write(root.join("d").join(bad), "needle in a bad name\n").unwrap();
+    std::fs::write(root.join("d/ok.txt"), "needle\n").unwrap();
+    std::fs::write(root.join("d/z.txt"), "needle too\n").unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _) = Server::start(root, plugins.path(), &[]);
+    let r = s.call("list_dir", json!({"path": "d"}));
+    assert!(!is_error(&r), "{r}");
+    let names: Vec<&str> = r["structuredContent"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ok.txt", "z.txt"], "{r}");
+    let r = s.call("search", json!({"pattern": "needle"}));
+    assert!(!is_error(&r), "{r}");
+    let found: Vec<&str> = r["structuredContent"]["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(found, ["d/ok.txt", "d/z.txt"], "{r}");
+    assert!(s.alive());
+}

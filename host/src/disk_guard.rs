@@ -101,6 +101,18 @@ fn opens_without_blocking(t: types::DescriptorType) -> bool {
     matches!(t, T::Directory | T::RegularFile | T::SymbolicLink)
 }
 
+/// Whether a listing leaves out the entry that failed with `e`, instead
+/// of failing there, which fails the guest's whole listing (the wasip1
+/// adapter's `fd_readdir`, and so the guest's `read_dir`): a name that is
+/// not UTF-8, which a WASI path cannot carry so the guest could not name it
+/// anyway, or an entry gone before its type was read.
+fn skipped_in_listings(e: &FsError) -> bool {
+    matches!(
+        e.downcast_ref(),
+        Some(ErrorCode::IllegalByteSequence | ErrorCode::NoEntry)
+    )
+}
+
 fn file_len(file: &std::fs::File) -> u64 {
     file.metadata().map(|m| m.len()).unwrap_or(0)
 }
@@ -515,7 +527,13 @@ impl HostDirectoryEntryStream for GuardedFs<'_> {
         &mut self,
         stream: Resource<types::DirectoryEntryStream>,
     ) -> FsResult<Option<types::DirectoryEntry>> {
-        self.fs.read_directory_entry(stream).await
+        loop {
+            let next = Resource::new_borrow(stream.rep());
+            match self.fs.read_directory_entry(next).await {
+                Err(e) if skipped_in_listings(&e) => continue,
+                entry => return entry,
+            }
+        }
     }
 
     fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
