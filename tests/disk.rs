@@ -257,6 +257,37 @@ fn a_plugin_that_publishes_no_writing_tool_takes_no_share() {
 }
 
 #[test]
+fn a_plugin_granted_no_share_takes_none_from_the_others() {
+    // diskbomb may still delete and rename (read-write), but its grant lets
+    // it add nothing: the workspace plugin is the only writer that counts
+    // and keeps the whole budget.
+    let wt = tempfile::tempdir().unwrap();
+    let cfg = tempfile::NamedTempFile::new().unwrap();
+    let grants = "[plugins.diskbomb]\nfilesystem = \"read-write\"\n\
+                  plugin_write_bytes = 0\nplugin_files_created = 0\n\
+                  [plugins.workspace]\nfilesystem = \"read-write\"\n";
+    std::fs::write(cfg.path(), grants).unwrap();
+    let extra = [
+        "--worktree-write-bytes",
+        "65536",
+        "--config",
+        cfg.path().to_str().unwrap(),
+    ];
+    let (mut s, _p) = start_with_workspace(wt.path(), &extra);
+    assert_eq!(
+        small_writes_until_refused(&mut s, "plugin_files_created"),
+        0
+    );
+    let content = "w".repeat(50_000);
+    let r = s.call("write_file", json!({"path": "big.txt", "content": content}));
+    assert!(
+        !is_error(&r),
+        "held to a share beside a plugin that adds nothing: {r}"
+    );
+    assert_eq!(usage(wt.path()).apparent, 50_000);
+}
+
+#[test]
 fn a_grant_sets_a_plugins_share_even_alone() {
     let wt = tempfile::tempdir().unwrap();
     let cfg = tempfile::NamedTempFile::new().unwrap();

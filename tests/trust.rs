@@ -578,6 +578,15 @@ fn the_audit_log_has_one_line_per_call_with_its_fields() {
         "{w}"
     );
     assert_eq!(w["grant"]["filesystem"], "read-write");
+    // Its disk shares: the default even part of the worktree's totals.
+    assert_eq!(
+        (
+            &w["grant"]["plugin_write_bytes"],
+            &w["grant"]["plugin_files_created"]
+        ),
+        (&json!("even"), &json!("even")),
+        "{w}"
+    );
     assert!(w["peak_memory_bytes"].as_u64().unwrap() > 0, "{w}");
     assert_eq!(
         w["argument_bytes"],

@@ -322,10 +322,13 @@ impl Catalog {
         self.tools.values()
     }
 
-    /// How many plugins publish a tool whose calls may write to the
-    /// worktree (what the disk shares count).
+    /// How many plugins publish a tool whose calls may add to the worktree
+    /// (what the disk shares count): not one whose grant lets it add
+    /// nothing (shares of 0), which may still delete and rename.
     pub fn writers(&self) -> usize {
-        let writing = self.tools().filter(|t| t.filesystem.can_write());
+        let writing = self
+            .tools()
+            .filter(|t| t.filesystem.can_write() && t.plugin.grant.disk.may_add());
         let names: std::collections::BTreeSet<&str> =
             writing.map(|t| t.plugin.name.as_str()).collect();
         names.len()

@@ -40,6 +40,16 @@ pub enum Share {
     Set(u64),
 }
 
+/// As the audit log shows it: `"even"`, or the bytes or entries set.
+impl serde::Serialize for Share {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Share::Even => s.serialize_str("even"),
+            Share::Set(n) => s.serialize_u64(*n),
+        }
+    }
+}
+
 impl Share {
     /// `Set(n)` when `told` is, else the default even part.
     pub fn told(told: Option<u64>) -> Share {
@@ -224,6 +234,17 @@ enum Scope {
 }
 
 impl DiskLimits {
+    /// Whether calls under these limits can add anything at all to the
+    /// worktree (bytes to a file, or an entry): a plugin that cannot takes
+    /// no part of the worktree's totals from the others.
+    pub fn may_add(&self) -> bool {
+        let bytes =
+            self.call_bytes.min(self.worktree_bytes) > 0 && self.plugin_bytes != Share::Set(0);
+        let entries = self.call_entries.min(self.worktree_entries) > 0
+            && self.plugin_entries != Share::Set(0);
+        bytes || entries
+    }
+
     /// The caps of `scope`'s budget, `writers` plugins having published a
     /// tool that may write to the worktree.
     fn caps(&self, scope: Scope, writers: usize) -> Cost {
@@ -574,6 +595,27 @@ mod tests {
             (d.plugin_bytes, d.plugin_entries),
             (Share::Even, Share::Even)
         );
+    }
+
+    #[test]
+    fn limits_that_let_nothing_be_added_say_so() {
+        assert!(small().may_add());
+        let zero = |bytes, entries| DiskLimits {
+            plugin_bytes: Share::Set(bytes),
+            plugin_entries: Share::Set(entries),
+            ..small()
+        };
+        assert!(!zero(0, 0).may_add());
+        assert!(zero(1, 0).may_add(), "bytes into existing files");
+        assert!(zero(0, 1).may_add(), "an empty file");
+        let no_call = DiskLimits {
+            call_bytes: 0,
+            call_entries: 0,
+            ..small()
+        };
+        assert!(!no_call.may_add());
+        let shown = serde_json::json!([Share::Even, Share::Set(7)]);
+        assert_eq!(shown.to_string(), r#"["even",7]"#);
     }
 
     #[test]

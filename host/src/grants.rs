@@ -133,8 +133,10 @@ pub struct Grant {
     pub memory_bytes: usize,
     pub max_output_bytes: usize,
     /// Disk bounds: per call, and this plugin's share of the worktree
-    /// totals (the totals stay the server's).
-    #[serde(skip)]
+    /// totals (the totals stay the server's). Shown as its shares,
+    /// `plugin_write_bytes` and `plugin_files_created` (the per-call bounds
+    /// are the two fields below).
+    #[serde(flatten, serialize_with = "shares")]
     pub disk: DiskLimits,
     pub max_write_bytes: u64,
     pub max_files_created: u64,
@@ -142,6 +144,14 @@ pub struct Grant {
     pub max_concurrency: usize,
     /// Only these of the plugin's tools are published (`None`: all).
     pub tools: Option<Vec<String>>,
+}
+
+fn shares<S: serde::Serializer>(d: &DiskLimits, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(2))?;
+    m.serialize_entry("plugin_write_bytes", &d.plugin_bytes)?;
+    m.serialize_entry("plugin_files_created", &d.plugin_entries)?;
+    m.end()
 }
 
 fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
