@@ -399,3 +399,64 @@ fn a_name_that_is_not_utf8_hides_only_itself() {
     assert_eq!(found, ["d/ok.txt", "d/z.txt"], "{r}");
     assert!(s.alive());
 }
+
+/// Lowers the open-file limit of the running server `pid` to `n` (soft and
+/// hard), as an operator's `ulimit -n` would, so the test does not depend
+/// on the machine's own limit.
+fn limit_open_files(pid: u32, n: u64) {
+    use rustix::process::{prlimit, Pid, Resource, Rlimit};
+    let pid = Pid::from_raw(pid as i32).unwrap();
+    let limit = Rlimit {
+        current: Some(n),
+        maximum: Some(n),
+    };
+    prlimit(Some(pid), Resource::Nofile, limit).unwrap();
+}
+
+/// A hostile plugin holding handles: each file it opens is a descriptor of
+/// the server process, whose limit all plugins share, and each directory
+/// listing a copy of the directory in host memory. Its calls together may
+/// hold only `--max-open-files` each (default 256), so with the process
+/// limited to 2048, two calls trying for 5,000 each leave the other plugin
+/// its files; each ends `quota_exceeded` naming the flag.
+#[test]
+fn a_plugin_cannot_take_the_servers_open_files() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--timeout-ms", "20000"]);
+    limit_open_files(s.pid(), 2048);
+    let hold = |s: &mut Server, id: u64, listings: bool| {
+        let args = json!({"count": 5000, "listings": listings, "hold_ms": 4000});
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "hold_files", "arguments": args}});
+        s.send_raw(&msg.to_string());
+    };
+    hold(&mut s, 901, false);
+    hold(&mut s, 902, false);
+    hold(&mut s, 903, true);
+    // While they hold what they got, the other plugin opens its files.
+    std::thread::sleep(Duration::from_millis(1500));
+    let r = read_file_within(&mut s, 1, Duration::from_secs(10));
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(r["structuredContent"]["content"], "inside\n", "{r}");
+    for id in 901..=903 {
+        let r = result_of(&mut s, id, Duration::from_secs(30));
+        assert_eq!(error_kind(&r), "quota_exceeded", "{r}");
+        let text = text_of(&r);
+        assert!(
+            text.contains("256") && text.contains("--max-open-files"),
+            "{r}"
+        );
+    }
+    // A smaller bound holds too.
+    drop(s);
+    let args = ["--max-open-files", "10"];
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &args);
+    let r = s.call("hold_files", json!({"count": 11}));
+    assert!(text_of(&r).contains("more than 10"), "{r}");
+    let r = s.call("hold_files", json!({"count": 10}));
+    assert!(!is_error(&r), "{r}");
+    let out: Value = serde_json::from_str(&text_of(&r)).unwrap();
+    assert_eq!(out["opened"], 10, "{r}");
+    assert_flag_refused(wt.path(), plugins.path(), "--max-open-files", "0");
+}

@@ -1,5 +1,6 @@
 //! Disk budgets: how much one call, one plugin's calls and all calls
-//! together may add to the worktree. Pure accounting;
+//! together may add to the worktree, and how many files one call may hold
+//! open. Pure accounting;
 //! [`crate::disk_guard`] charges it from the WASI filesystem functions.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -24,6 +25,11 @@ pub struct DiskLimits {
     /// Entries one plugin's calls may create: its share of
     /// `worktree_entries`.
     pub plugin_entries: Share,
+    /// Files (descriptors) and directory listings one call may hold open at
+    /// once: each file is a descriptor of the server process, whose limit
+    /// every plugin shares, and each listing a copy of its directory in
+    /// host memory.
+    pub call_open_files: u64,
 }
 
 /// A plugin's share of a worktree total.
@@ -83,6 +89,7 @@ impl Default for DiskLimits {
             worktree_entries: 100_000,
             plugin_bytes: Share::Even,
             plugin_entries: Share::Even,
+            call_open_files: 256,
         }
     }
 }
@@ -97,6 +104,7 @@ pub enum Exceeded {
     WorktreeEntries(u64),
     PluginBytes(u64),
     PluginEntries(u64),
+    OpenFiles(u64),
 }
 
 impl std::fmt::Display for Exceeded {
@@ -129,6 +137,10 @@ impl std::fmt::Display for Exceeded {
                 "more than {n} entries created in the worktree by this plugin's calls \
                  (its share: --plugin-files-created or its grant's plugin_files_created; \
                  by default an even part of the worktree's among the plugins that may write there)"
+            ),
+            Exceeded::OpenFiles(n) => write!(
+                f,
+                "more than {n} files and directory listings held open at once by this call (--max-open-files)"
             ),
         }
     }
@@ -289,6 +301,8 @@ struct CallState {
     exceeded: OnceLock<Exceeded>,
     /// The guest tried to change the worktree through a read-only grant.
     denied: AtomicBool,
+    /// Files and directory listings the guest holds open.
+    open_files: AtomicU64,
 }
 
 /// Adds `n` to `counter` unless that passes `cap`.
@@ -311,6 +325,7 @@ impl CallBudget {
             worktree,
             exceeded: OnceLock::new(),
             denied: AtomicBool::new(false),
+            open_files: AtomicU64::new(0),
         }))
     }
 
@@ -377,6 +392,26 @@ impl CallBudget {
         })
     }
 
+    /// Counts a file or directory listing about to be opened, or refuses
+    /// (and remembers) one more than `call_open_files`.
+    pub fn open_file(&self) -> Result<(), Exceeded> {
+        let max = self.0.limits.call_open_files;
+        if add_within(&self.0.open_files, 1, max) {
+            Ok(())
+        } else {
+            Err(self.refuse(Exceeded::OpenFiles(max)))
+        }
+    }
+
+    /// A file or listing counted by [`CallBudget::open_file`] was closed,
+    /// or failed to open.
+    pub fn close_file(&self) {
+        let _ = self
+            .0
+            .open_files
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
     fn refuse(&self, e: Exceeded) -> Exceeded {
         let _ = self.0.exceeded.set(e);
         e
@@ -435,7 +470,29 @@ mod tests {
             worktree_entries: 3,
             plugin_bytes: Share::Even,
             plugin_entries: Share::Even,
+            call_open_files: 2,
         }
+    }
+
+    #[test]
+    fn open_files_are_capped_while_held() {
+        let (b, _) = budget(small());
+        b.open_file().unwrap();
+        b.open_file().unwrap();
+        assert_eq!(b.open_file(), Err(Exceeded::OpenFiles(2)));
+        b.close_file();
+        b.open_file().unwrap();
+        for _ in 0..5 {
+            b.close_file();
+        }
+        b.open_file().unwrap();
+        b.open_file().unwrap();
+        assert_eq!(
+            b.open_file(),
+            Err(Exceeded::OpenFiles(2)),
+            "closing more than was opened frees nothing more"
+        );
+        assert_eq!(b.exceeded(), Some(Exceeded::OpenFiles(2)));
     }
 
     #[test]

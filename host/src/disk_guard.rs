@@ -36,6 +36,8 @@ impl Exceeded {
     fn error_code(self) -> ErrorCode {
         match self {
             Exceeded::FileSize(_) => ErrorCode::FileTooLarge,
+            // WASI has no "too many open files".
+            Exceeded::OpenFiles(_) => ErrorCode::InsufficientMemory,
             _ => ErrorCode::InsufficientSpace,
         }
     }
@@ -310,8 +312,13 @@ impl HostDescriptor for GuardedFs<'_> {
         let creates = oflags.contains(types::OpenFlags::CREATE)
             && self.writable_dir(&fd)?
             && (oflags.contains(types::OpenFlags::EXCLUSIVE) || found == Found::Absent);
+        self.budget.open_file()?;
         let op = self.fs.open_at(fd, path_flags, path, oflags, flags);
-        Self::charged(self.budget, creates, Cost::entry(), op).await
+        let opened = Self::charged(self.budget, creates, Cost::entry(), op).await;
+        if opened.is_err() {
+            self.budget.close_file();
+        }
+        opened
     }
 
     async fn create_directory_at(
@@ -415,7 +422,12 @@ impl HostDescriptor for GuardedFs<'_> {
         if self.is_empty_root(&fd)? {
             return Err(ErrorCode::NotPermitted.into());
         }
-        self.fs.read_directory(fd).await
+        self.budget.open_file()?;
+        let listed = self.fs.read_directory(fd).await;
+        if listed.is_err() {
+            self.budget.close_file();
+        }
+        listed
     }
 
     async fn sync(&mut self, fd: Resource<types::Descriptor>) -> FsResult<()> {
@@ -448,6 +460,7 @@ impl HostDescriptor for GuardedFs<'_> {
     }
 
     fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
+        self.budget.close_file();
         HostDescriptor::drop(&mut self.fs, fd)
     }
 
@@ -537,6 +550,7 @@ impl HostDirectoryEntryStream for GuardedFs<'_> {
     }
 
     fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        self.budget.close_file();
         HostDirectoryEntryStream::drop(&mut self.fs, stream)
     }
 }

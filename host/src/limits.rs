@@ -115,6 +115,30 @@ impl Limits {
     pub fn instance_slots(&self) -> u32 {
         (self.max_concurrency.max(1) + LOAD_SLOTS + self.spare_instances) as u32
     }
+
+    /// Open files the server may need: every instance slot holding its
+    /// call's most (`--max-open-files`) plus its preopens, and a reserve
+    /// for the server itself (plugin files, the compile cache, logs,
+    /// connections).
+    pub fn open_files_needed(&self) -> u64 {
+        const PREOPENS_AND_STDIO: u64 = 8;
+        const SERVER_RESERVE: u64 = 512;
+        let per_slot = self.disk.call_open_files + PREOPENS_AND_STDIO;
+        u64::from(self.instance_slots()) * per_slot + SERVER_RESERVE
+    }
+}
+
+/// Raises the process's soft limit on open files to its hard limit (as
+/// servers holding many descriptors do) and returns the limit now in force,
+/// so that calls held to `--max-open-files` together stay under it.
+pub fn raise_open_file_limit() -> std::io::Result<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        setrlimit(Resource::Nofile, limit)?;
+    }
+    Ok(limit.current.unwrap_or(u64::MAX))
 }
 
 /// Period of the epoch ticker: guests yield to the executor this often,

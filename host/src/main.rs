@@ -178,6 +178,11 @@ struct CommonArgs {
     /// Files, directories and links one call may create.
     #[arg(long, default_value_t = DiskLimits::default().call_entries)]
     max_files_created: u64,
+    /// Files and directory listings one call may hold open at once (each
+    /// file is a descriptor of this process, whose limit all plugins share).
+    #[arg(long, default_value_t = DiskLimits::default().call_open_files,
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_open_files: u64,
     /// Largest size a call may give a file (by writing or truncating it up).
     #[arg(long, default_value_t = DiskLimits::default().max_file_size)]
     max_file_size: u64,
@@ -324,6 +329,22 @@ impl HttpArgs {
     }
 }
 
+/// Raises the open-file limit as far as the system lets this process, and
+/// warns when calls holding their most at once could still reach it.
+fn check_open_file_limit(limits: &Limits) {
+    let needed = limits.open_files_needed();
+    match wasm_mcp_host::limits::raise_open_file_limit() {
+        Ok(have) if have < needed => tracing::warn!(
+            have,
+            needed,
+            "the open-file limit (ulimit -n) is below what calls holding --max-open-files \
+             each at once may need; lower --max-open-files or --max-concurrency, or raise the limit"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
+    }
+}
+
 fn default_cache_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
@@ -352,9 +373,11 @@ async fn open_registry(c: &CommonArgs, baseline_tier: bool) -> Result<Arc<Regist
             worktree_entries: c.worktree_files_created,
             plugin_bytes: Share::told(c.plugin_write_bytes),
             plugin_entries: Share::told(c.plugin_files_created),
+            call_open_files: c.max_open_files,
         },
         ..Limits::default()
     };
+    check_open_file_limit(&limits);
     let access = if c.read_only {
         FsAccess::ReadOnly
     } else {

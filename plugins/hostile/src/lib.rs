@@ -66,6 +66,16 @@ pub fn tools() -> Vec<Tool> {
             None,
         ),
         t("count_calls", obj(json!({}), &[]), None),
+        t(
+            "hold_files",
+            obj(
+                json!({"count": {"type": "integer", "minimum": 0},
+                       "listings": {"type": "boolean"},
+                       "hold_ms": {"type": "integer", "minimum": 0}}),
+                &["count"],
+            ),
+            None,
+        ),
         t("sleep_forever", obj(json!({}), &[]), None),
         t("sleep_far", obj(json!({}), &[]), None),
         t(
@@ -146,6 +156,44 @@ fn symlink(target: &str, link: &str) -> std::io::Result<()> {
 #[cfg(not(target_os = "wasi"))]
 fn symlink(target: &str, link: &str) -> std::io::Result<()> {
     std::os::unix::fs::symlink(target, link)
+}
+
+/// See the `hold_files` tool: how many handles it got, and the error that
+/// stopped it.
+#[cfg(target_arch = "wasm32")]
+fn hold_files(count: u64, listings: bool, hold_ms: u64) -> (usize, Option<String>) {
+    use wasip2::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+    let Some((root, _)) = wasip2::filesystem::preopens::get_directories()
+        .into_iter()
+        .next()
+    else {
+        return (0, Some("no preopened directory".into()));
+    };
+    let (mut files, mut streams, mut error) = (Vec::new(), Vec::new(), None);
+    for _ in 0..count {
+        let held = if listings {
+            root.read_directory().map(|s| streams.push(s))
+        } else {
+            root.open_at(
+                PathFlags::empty(),
+                ".",
+                OpenFlags::DIRECTORY,
+                DescriptorFlags::READ,
+            )
+            .map(|d| files.push(d))
+        };
+        if let Err(e) = held {
+            error = Some(format!("{e:?}"));
+            break;
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(hold_ms));
+    (files.len() + streams.len(), error)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn hold_files(_: u64, _: bool, _: u64) -> (usize, Option<String>) {
+    (0, Some("only in wasm".into()))
 }
 
 /// Error: (is_unknown_tool, message). Everything else is reported as io.
@@ -253,6 +301,17 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
             use std::sync::atomic::{AtomicU32, Ordering};
             static CALLS: AtomicU32 = AtomicU32::new(0);
             json!({"calls": CALLS.fetch_add(1, Ordering::Relaxed) + 1})
+        }
+        // Opens the worktree's root `count` times (or lists it, with
+        // `listings`) straight through `wasi:filesystem`, not the preview1
+        // adapter with its own small descriptor table, keeps every handle,
+        // then sleeps `hold_ms` holding them.
+        "hold_files" => {
+            let count = args.get("count").and_then(Value::as_u64).unwrap_or(0);
+            let listings = args.get("listings").and_then(Value::as_bool) == Some(true);
+            let hold = args.get("hold_ms").and_then(Value::as_u64).unwrap_or(0);
+            let (opened, error) = hold_files(count, listings, hold);
+            json!({"opened": opened, "error": error})
         }
         "sleep_forever" => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
