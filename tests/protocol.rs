@@ -627,3 +627,175 @@ fn open_listen_streams_are_bounded_and_a_cancelled_one_frees_its_place() {
     assert!(call.get("result").is_some(), "{call}");
     assert!(s.shutdown().success());
 }
+
+/// The answer to `id`, whether it came before other answers or after.
+fn answer(s: &mut Server, id: u64, within: Duration) -> Value {
+    let is_it = |m: &Value| m["id"] == json!(id) && m.get("method").is_none();
+    if let Some(i) = s.notifications.iter().position(is_it) {
+        return s.notifications.remove(i);
+    }
+    s.wait_response(id, within)
+        .unwrap_or_else(|| panic!("no answer to {id} within {within:?}"))
+}
+
+fn call_frame(id: u64, tool: &str, args: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": args}})
+    .to_string()
+}
+
+/// A client that sends its requests and closes its end (`wasm-mcp serve <
+/// requests.jsonl`) gets every answer: the server answers what it has read
+/// before it exits. rmcp's own drain gave up after 5 s and cancelled the
+/// rest, so a 6.5 s call within its deadline lost its answer.
+#[test]
+fn the_end_of_input_waits_for_every_answer() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--timeout-ms", "20000"]);
+    s.send_raw(&call_frame(
+        901,
+        "hold_files",
+        json!({"count": 0, "hold_ms": 6500}),
+    ));
+    s.send_raw(&call_frame(902, "read_file", json!({"path": "hello.txt"})));
+    s.close_input();
+    let slow = answer(&mut s, 901, Duration::from_secs(30));
+    assert!(!is_error(&slow["result"]), "{slow}");
+    let fast = answer(&mut s, 902, Duration::from_secs(5));
+    assert_eq!(
+        fast["result"]["structuredContent"]["content"], "hello\n",
+        "{fast}"
+    );
+    let status = s
+        .exit_within(Duration::from_secs(10))
+        .expect("exits once answered");
+    assert!(status.success(), "{status}");
+}
+
+/// JSON-RPC ids must be unique among requests in flight: a second request
+/// with the id of one still running is refused, not run (both ran and one
+/// answer was lost, so the client never learnt of one write).
+#[test]
+fn a_request_reusing_an_id_in_flight_is_refused_not_run() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
+    s.send_raw(&call_frame(
+        7,
+        "hold_files",
+        json!({"count": 0, "hold_ms": 1500}),
+    ));
+    let second = json!({"path": "second.txt", "content": "x"});
+    s.send_raw(&call_frame(7, "write_file", second));
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        let m = s
+            .next_message(Duration::from_secs(20))
+            .expect("two answers to id 7");
+        if m["id"] == json!(7) {
+            answers.push(m);
+        }
+    }
+    let refused = &answers[0];
+    assert_eq!(error_code(refused), -32600, "{refused}");
+    assert!(refused.to_string().contains("already in use"), "{refused}");
+    assert!(
+        !is_error(&answers[1]["result"]),
+        "the first request ran: {}",
+        answers[1]
+    );
+    assert!(
+        !wt.path().join("second.txt").exists(),
+        "the refused request ran"
+    );
+    // Once answered, the id may be used again.
+    s.send_raw(&call_frame(
+        7,
+        "write_file",
+        json!({"path": "third.txt", "content": "x"}),
+    ));
+    let again = answer(&mut s, 7, Duration::from_secs(20));
+    assert!(!is_error(&again["result"]), "{again}");
+    assert!(wt.path().join("third.txt").exists());
+}
+
+/// Resident memory of `pid` in bytes (`VmRSS`).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// A client that pipelines 1,000 reads of a 512 KiB file and does not read
+/// the answers makes itself wait: the server reads no more than 64
+/// unanswered requests, so its memory stays near one frame per request
+/// read. Without the bound it read them all, and the answers its stdout
+/// could not take (~1 MB each) piled up past a gigabyte.
+#[test]
+fn a_client_that_pipelines_and_does_not_read_makes_itself_wait() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    const CALLS: u64 = 1000;
+    let wt = worktree();
+    let line = format!("{}\n", "a".repeat(1023));
+    std::fs::write(wt.path().join("half.txt"), line.repeat(512)).unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let mut child = Command::new(support::server_bin())
+        .args(["serve", "--worktree"])
+        .arg(wt.path())
+        .arg("--plugins")
+        .arg(plugins.path())
+        .arg("--cache-dir")
+        .arg(support::cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}});
+        writeln!(stdin, "{init}").unwrap();
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        for id in 1..=CALLS {
+            let args = json!({"path": "half.txt", "line_limit": 1000});
+            writeln!(stdin, "{}", call_frame(id, "read_file", args)).unwrap();
+        }
+        stdin
+    });
+    // Nothing read: the server answers until its stdout is full, then waits.
+    std::thread::sleep(Duration::from_secs(4));
+    let rss = rss_bytes(child.id());
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut answered = std::collections::BTreeSet::new();
+    for line in out.lines() {
+        let m: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let id = m["id"].as_u64().unwrap();
+        if id > 0 {
+            assert_eq!(
+                m["result"]["structuredContent"]["size_bytes"], 524288,
+                "{id}"
+            );
+            assert!(answered.insert(id), "answered twice: {id}");
+        }
+        if answered.len() as u64 == CALLS {
+            break;
+        }
+    }
+    drop(writer.join().unwrap());
+    let _ = child.wait();
+    assert_eq!(answered.len() as u64, CALLS);
+    assert!(
+        rss < 400 << 20,
+        "server RSS {} MiB while its answers went unread",
+        rss >> 20
+    );
+}

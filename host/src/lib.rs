@@ -34,6 +34,7 @@ pub mod spare;
 pub mod stdio;
 pub mod subscriptions;
 pub mod trust;
+pub mod unanswered;
 pub mod wire_limits;
 
 pub use limits::Limits;

@@ -514,7 +514,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
         (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
     let result = match http {
         Some(opts) => wasm_mcp_host::http::serve(server, opts).await,
-        None => serve_stdio(server, args.stdout_pipe_bytes).await,
+        None => {
+            // Every call is answered by its deadline, from its arrival.
+            let longest = Duration::from_millis(args.common.timeout_ms) + Duration::from_secs(5);
+            serve_stdio(server, args.stdout_pipe_bytes, longest).await
+        }
     };
     if let Some(w) = watcher {
         w.abort();
@@ -522,10 +526,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     result
 }
 
-async fn serve_stdio(server: McpServer, pipe_bytes: usize) -> Result<()> {
+async fn serve_stdio(server: McpServer, pipe_bytes: usize, longest: Duration) -> Result<()> {
     tracing::info!("serving on stdio");
     let running = server
-        .serve(wasm_mcp_host::stdio::stdio(pipe_bytes))
+        .serve(wasm_mcp_host::stdio::stdio(pipe_bytes, longest))
         .await
         .context("MCP session failed to start")?;
     let reason = running.waiting().await;

@@ -10,29 +10,42 @@
 //!
 //! Every frame, ours and rmcp's error replies alike, is written whole under
 //! one lock, so frames never interleave.
+//!
+//! It also keeps the record of requests read and not yet answered
+//! ([`Unanswered`]): it stops reading past [`MAX_UNANSWERED`] of them,
+//! answers all of them before reporting the end of input, and refuses a
+//! request whose id is still in flight.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
+use rmcp::model::{ErrorData, RequestId};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::Transport;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::unanswered::{Admission, Unanswered, MAX_UNANSWERED};
 
 /// The server's stdin and stdout (non-blocking pipes where possible),
 /// stdout widened to `pipe_bytes` when it is a pipe (0: left as it is).
+/// `longest_request`: the most a request may take to be answered (the call
+/// deadline and a margin), how long the end of input waits for answers.
 pub fn stdio(
     pipe_bytes: usize,
+    longest_request: Duration,
 ) -> StdioTransport<rmcp::transport::StdioReader, rmcp::transport::StdioWriter> {
     if pipe_bytes > 0 {
         widen_stdout(pipe_bytes);
     }
     let (read, write) = rmcp::transport::stdio_pipes();
-    StdioTransport::new(read, write)
+    StdioTransport::new(read, write, longest_request)
 }
 
 /// Default capacity asked for on stdout (`--stdout-pipe-bytes`): Linux's
@@ -73,6 +86,10 @@ where
     inner: AsyncRwTransport<RoleServer, R, FrameForwarder<W>>,
     out: Out<W>,
     buffers: FrameBuffers,
+    unanswered: Arc<Unanswered>,
+    longest_request: Duration,
+    /// When the input ended, the last moment to wait for answers.
+    input_ended: Option<Instant>,
 }
 
 impl<R, W> StdioTransport<R, W>
@@ -80,7 +97,7 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    pub fn new(read: R, write: W) -> Self {
+    pub fn new(read: R, write: W, longest_request: Duration) -> Self {
         let out: Out<W> = Arc::new(Mutex::new(Some(write)));
         let forwarder = FrameForwarder {
             out: out.clone(),
@@ -91,7 +108,27 @@ where
             inner: AsyncRwTransport::new_server(read, forwarder),
             out,
             buffers: FrameBuffers::default(),
+            unanswered: Arc::new(Unanswered::new(longest_request)),
+            longest_request,
+            input_ended: None,
         }
+    }
+
+    /// Refuses a request whose id is still in flight (it is not run). The
+    /// answer is written by a task of its own: `receive` may be dropped at
+    /// any await, and a frame must never be cut.
+    fn refuse_duplicate(&self, id: RequestId) {
+        let error = ErrorData::invalid_request(
+            format!("request id {id} is already in use by a request still in flight; this request was not run"),
+            None,
+        );
+        let message = TxJsonRpcMessage::<RoleServer>::error(error, Some(id));
+        let mut frame = Vec::new();
+        if encode_frame_into(&mut frame, &message).is_err() {
+            return;
+        }
+        let out = self.out.clone();
+        tokio::spawn(async move { write_frame(&out, &frame).await });
     }
 }
 
@@ -173,16 +210,45 @@ where
         let mut frame = self.buffers.take();
         let encoded = encode_frame_into(&mut frame, &item);
         let (out, buffers) = (self.out.clone(), self.buffers.clone());
+        let answers = Unanswered::answer_id(&item).map(|id| (id, self.unanswered.clone()));
         async move {
             encoded?;
             let written = write_frame(&out, &frame).await;
             buffers.give(frame);
+            if let Some((id, unanswered)) = answers {
+                unanswered.answered(&id);
+            }
             written
         }
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
-        self.inner.receive()
+    /// The next message to handle. Cancel-safe, as rmcp polls it in a
+    /// `select!`: every wait here can be dropped and begun again.
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            if let Some(last) = self.input_ended {
+                let answered = self.unanswered.until_fewer_than(1);
+                if tokio::time::timeout_at(last, answered).await.is_err() {
+                    tracing::warn!(
+                        unanswered = self.unanswered.counted(),
+                        "input ended; requests still unanswered at their deadline"
+                    );
+                }
+                return None;
+            }
+            self.unanswered.until_fewer_than(MAX_UNANSWERED).await;
+            let Some(message) = self.inner.receive().await else {
+                self.input_ended = Some(Instant::now() + self.longest_request);
+                continue;
+            };
+            match self.unanswered.admit(&message) {
+                Admission::Pass => return Some(message),
+                Admission::Duplicate(id) => {
+                    tracing::warn!(%id, "request refused: its id is still in flight");
+                    self.refuse_duplicate(id);
+                }
+            }
+        }
     }
 
     async fn close(&mut self) -> io::Result<()> {
@@ -320,7 +386,7 @@ mod tests {
     async fn frames_never_interleave() {
         let (mut client_w, server_r) = tokio::io::duplex(1 << 16);
         let (server_w, client_r) = tokio::io::duplex(1 << 10);
-        let mut t = StdioTransport::new(server_r, server_w);
+        let mut t = StdioTransport::new(server_r, server_w, Duration::from_secs(5));
         let reader = tokio::spawn(async move {
             let mut lines = BufReader::new(client_r).lines();
             let mut n = 0;
@@ -363,7 +429,7 @@ mod tests {
     async fn t_closed_send() -> io::Result<()> {
         let (_a, r) = tokio::io::duplex(64);
         let (w, _b) = tokio::io::duplex(64);
-        let mut t = StdioTransport::new(r, w);
+        let mut t = StdioTransport::new(r, w, Duration::from_secs(5));
         t.close().await?;
         t.send(messages().remove(0)).await
     }

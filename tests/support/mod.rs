@@ -266,6 +266,26 @@ impl Server {
         stdin.flush().unwrap();
     }
 
+    /// Closes the server's stdin (the end of its input), keeping its
+    /// output to read.
+    #[allow(dead_code)] // not every suite uses it
+    pub fn close_input(&mut self) {
+        self.stdin.take();
+    }
+
+    /// The child's exit status once it has exited within `within`.
+    #[allow(dead_code)] // not every suite uses it
+    pub fn exit_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     pub fn notify(&mut self, method: &str, params: Value) {
         let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
         self.send_raw(&msg.to_string());

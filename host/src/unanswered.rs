@@ -1,0 +1,149 @@
+//! Requests the stdio transport has read and not yet answered. Three
+//! rules hang on this one record:
+//!
+//! - **Back-pressure.** At most [`MAX_UNANSWERED`] at once; past it the
+//!   transport stops reading stdin until one is answered, so a client that
+//!   pipelines requests, or stops reading the answers, makes itself wait
+//!   instead of growing the server's memory (40,000 pipelined calls held
+//!   ~1.2 GB before; a frame each, unread, up to the output caps).
+//!   `subscriptions/listen` streams stay open by design and are not counted
+//!   (they have their own bound, `MAX_SUBSCRIPTIONS`).
+//! - **Drain at the end of input.** When stdin ends, the server answers
+//!   every request it has read before it exits (each ends by its deadline),
+//!   so `wasm-mcp serve < requests.jsonl` loses no answer. rmcp's own drain
+//!   gives up after 5 s and cancels the rest.
+//! - **One request per id.** A request whose id is still in flight is
+//!   refused (JSON-RPC requires unique ids) instead of run: both ran, and
+//!   one answer was lost.
+//!
+//! An entry older than the longest a request may take (`stale_after`: the
+//! call deadline plus a margin) is no longer counted, so a request that
+//! somehow never got an answer cannot hold the bound for the server's
+//! life.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage, RequestId};
+use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
+use tokio::sync::Notify;
+
+/// Requests read and not yet answered, at most (as HTTP's
+/// `--max-in-flight` default).
+pub const MAX_UNANSWERED: usize = 64;
+
+/// How often a waiter looks again for entries gone stale (nothing wakes
+/// it for those).
+const RECHECK: Duration = Duration::from_secs(1);
+
+#[derive(Debug)]
+pub struct Unanswered {
+    ids: Mutex<HashMap<RequestId, Entry>>,
+    changed: Notify,
+    stale_after: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    since: Instant,
+    /// Counted towards [`MAX_UNANSWERED`] (not a listen stream).
+    counted: bool,
+}
+
+/// What the transport does with a message it read.
+#[derive(Debug, PartialEq)]
+pub enum Admission {
+    Pass,
+    /// A request whose id is still in flight: refused, not run.
+    Duplicate(RequestId),
+}
+
+impl Unanswered {
+    pub fn new(stale_after: Duration) -> Self {
+        Unanswered {
+            ids: Mutex::new(HashMap::new()),
+            changed: Notify::new(),
+            stale_after,
+        }
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Entry>> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a request read from the client (or, for a cancellation, the
+    /// end of the request it names: no answer follows one).
+    pub fn admit(&self, message: &RxJsonRpcMessage<RoleServer>) -> Admission {
+        match message {
+            JsonRpcMessage::Request(r) => {
+                let now = Instant::now();
+                let mut ids = self.ids();
+                if ids.get(&r.id).is_some_and(|e| !self.stale(e, now)) {
+                    return Admission::Duplicate(r.id.clone());
+                }
+                let counted = !matches!(r.request, ClientRequest::SubscriptionsListenRequest(_));
+                ids.insert(
+                    r.id.clone(),
+                    Entry {
+                        since: now,
+                        counted,
+                    },
+                );
+            }
+            JsonRpcMessage::Notification(n) => {
+                if let ClientNotification::CancelledNotification(c) = &n.notification {
+                    if let Some(id) = &c.params.request_id {
+                        self.answered(id);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Admission::Pass
+    }
+
+    /// The id `message` answers, if it is an answer.
+    pub fn answer_id(message: &TxJsonRpcMessage<RoleServer>) -> Option<RequestId> {
+        match message {
+            JsonRpcMessage::Response(r) => Some(r.id.clone()),
+            JsonRpcMessage::Error(e) => e.id.clone(),
+            _ => None,
+        }
+    }
+
+    /// The request `id` was answered (its answer written).
+    pub fn answered(&self, id: &RequestId) {
+        if self.ids().remove(id).is_some() {
+            self.changed.notify_waiters();
+        }
+    }
+
+    fn stale(&self, e: &Entry, now: Instant) -> bool {
+        now.duration_since(e.since) > self.stale_after
+    }
+
+    /// Requests counted towards the bound now (stale entries dropped).
+    pub fn counted(&self) -> usize {
+        let now = Instant::now();
+        let mut ids = self.ids();
+        ids.retain(|_, e| !self.stale(e, now));
+        ids.values().filter(|e| e.counted).count()
+    }
+
+    /// Returns once fewer than `n` requests are counted.
+    pub async fn until_fewer_than(&self, n: usize) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.counted() < n {
+                return;
+            }
+            let _ = tokio::time::timeout(RECHECK, changed).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+use super::*;
+use rmcp::model::NumberOrString;
+use serde_json::json;
+
+fn message(v: serde_json::Value) -> RxJsonRpcMessage<RoleServer> {
+    serde_json::from_value(v).unwrap()
+}
+
+fn call(id: i64) -> RxJsonRpcMessage<RoleServer> {
+    message(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {}}}))
+}
+
+fn id(n: i64) -> RequestId {
+    NumberOrString::Number(n)
+}
+
+#[test]
+fn a_request_is_counted_until_answered_and_its_id_is_refused_meanwhile() {
+    let u = Unanswered::new(Duration::from_secs(60));
+    assert_eq!(u.admit(&call(1)), Admission::Pass);
+    assert_eq!(u.admit(&call(2)), Admission::Pass);
+    assert_eq!(u.counted(), 2);
+    assert_eq!(u.admit(&call(1)), Admission::Duplicate(id(1)));
+    assert_eq!(u.counted(), 2, "a refused duplicate is not counted");
+    u.answered(&id(1));
+    assert_eq!(u.counted(), 1);
+    assert_eq!(
+        u.admit(&call(1)),
+        Admission::Pass,
+        "an answered id may be used again"
+    );
+}
+
+#[test]
+fn a_cancellation_ends_its_request_and_listen_streams_are_not_counted() {
+    let u = Unanswered::new(Duration::from_secs(60));
+    u.admit(&call(7));
+    u.admit(&message(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7}}),
+    ));
+    assert_eq!(u.counted(), 0);
+    u.admit(&message(
+        json!({"jsonrpc": "2.0", "id": "s", "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true}}}),
+    ));
+    assert_eq!(u.counted(), 0);
+}
+
+#[test]
+fn stale_entries_stop_counting() {
+    let u = Unanswered::new(Duration::from_millis(20));
+    u.admit(&call(1));
+    assert_eq!(u.counted(), 1);
+    std::thread::sleep(Duration::from_millis(40));
+    assert_eq!(u.counted(), 0);
+    assert_eq!(u.admit(&call(1)), Admission::Pass);
+}
+
+#[tokio::test]
+async fn a_waiter_wakes_when_an_answer_frees_room() {
+    let u = std::sync::Arc::new(Unanswered::new(Duration::from_secs(60)));
+    u.admit(&call(1));
+    u.admit(&call(2));
+    let waiter = tokio::spawn({
+        let u = u.clone();
+        async move { u.until_fewer_than(2).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiter.is_finished(), "two unanswered: no room");
+    u.answered(&id(2));
+    tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken by the answer")
+        .unwrap();
+}
