@@ -460,3 +460,40 @@ fn a_plugin_cannot_take_the_servers_open_files() {
     assert_eq!(out["opened"], 10, "{r}");
     assert_flag_refused(wt.path(), plugins.path(), "--max-open-files", "0");
 }
+
+/// A hostile file tree for the workspace plugin's own limits: a file whose
+/// escaped text is 6× its bytes (900,000 control characters: 5.4 MB of
+/// JSON, over the host's 5 MiB output cap) is still readable, cut and
+/// marked `truncated`; a search says what it did not search (a directory
+/// 70 levels down) instead of reporting a complete answer; a write to a
+/// path naming a directory is refused, not turned into a file.
+#[test]
+fn hostile_contents_stay_readable_and_search_says_what_it_skipped() {
+    let wt = worktree();
+    let root = wt.path();
+    std::fs::write(root.join("ctl.txt"), vec![1u8; 900_000]).unwrap();
+    let deep: std::path::PathBuf = (0..70).map(|i| format!("d{i}")).collect();
+    std::fs::create_dir_all(root.join(&deep)).unwrap();
+    std::fs::write(root.join(&deep).join("needle.txt"), "inside\n").unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _) = Server::start(root, plugins.path(), &[]);
+    let r = s.call("read_file", json!({"path": "ctl.txt"}));
+    assert!(!is_error(&r), "{}", text_of(&r));
+    let out = &r["structuredContent"];
+    assert_eq!(out["truncated"], true, "{out}");
+    let got = out["content"].as_str().unwrap().len();
+    assert!(got > 100_000 && got < 900_000, "{got} characters");
+    let r = s.call("search", json!({"pattern": "inside"}));
+    assert!(!is_error(&r), "{r}");
+    let out = &r["structuredContent"];
+    assert_eq!(out["matches"][0]["path"], "inside.txt", "{out}");
+    assert_eq!(out["matches"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(out["skipped"]["too_deep"], 1, "{out}");
+    assert_eq!(out["truncated"], false, "{out}");
+    let r = s.call("write_file", json!({"path": "newdir/", "content": "a"}));
+    assert!(
+        is_error(&r) && text_of(&r).contains("names a directory"),
+        "{r}"
+    );
+    assert!(!root.join("newdir").exists());
+}

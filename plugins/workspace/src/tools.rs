@@ -2,6 +2,7 @@
 //! (`/` inside the sandbox, a temp dir in the native tests).
 
 use std::fs;
+use std::io::{self, Read};
 use std::path::Path;
 
 use schemars::JsonSchema;
@@ -14,6 +15,13 @@ use crate::window;
 
 /// No tool reads (or writes) more than this many bytes of one file.
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
+/// Most bytes of JSON text `read_file` returns as `content`. The host caps
+/// a tool's whole output (5 MiB by default), and escaping can make text up
+/// to 6× the bytes read (`\u0001` for a control character; U+FFFD, 3
+/// bytes, for an invalid one), so a file within `MAX_FILE_BYTES` may not
+/// fit whole. 4 MiB leaves 1 MiB for the rest of the result: the path (a
+/// few KiB escaped at most: the system refuses longer ones) and the counts.
+pub const MAX_CONTENT_JSON_BYTES: usize = 4 << 20;
 pub const MAX_LINE_LIMIT: u64 = 1000;
 pub const MAX_DIR_ENTRIES: usize = 1000;
 pub const MAX_SEARCH_RESULTS: u64 = 1000;
@@ -83,8 +91,11 @@ fn default_max_results() -> u64 {
 /// starting at line `offset` (0-based, default 0). At most the first 2 MiB of
 /// the file are read; `total_lines` counts the lines within that window and
 /// `truncated` is true when the line limit or the 2 MiB cap cut the output.
-/// Bytes that are not valid UTF-8 are replaced with U+FFFD (lossy
-/// conversion).
+/// `content` is also cut to at most 4 MiB as JSON text (escapes counted,
+/// e.g. 6 bytes for a control character): after the last whole line that
+/// fits, or inside a first line too long alone; `truncated` is then true.
+/// Go on from line `start_line + lines_returned`. Bytes that are not valid
+/// UTF-8 are replaced with U+FFFD (lossy conversion).
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
@@ -150,6 +161,7 @@ fn read_file(root: &Path, a: ReadArgs) -> Result<Encoded<ReadOut>, ToolErr> {
         MAX_FILE_BYTES,
         a.offset,
         limit,
+        MAX_CONTENT_JSON_BYTES,
         &mut out,
     )
     .map_err(|e| ToolErr::io(&rel, &e))?;
@@ -159,7 +171,7 @@ fn read_file(root: &Path, a: ReadArgs) -> Result<Encoded<ReadOut>, ToolErr> {
         lines_returned: w.lines_returned,
         total_lines: w.total_lines,
         size_bytes: meta.len().max(w.bytes_read),
-        truncated: w.capped || a.offset.saturating_add(w.lines_returned) < w.total_lines,
+        truncated: w.capped || w.cut || a.offset.saturating_add(w.lines_returned) < w.total_lines,
     };
     // `{"start_line":…}` with its `{` made the `,` after `content`.
     let brace = out.len();
@@ -175,8 +187,9 @@ fn read_file(root: &Path, a: ReadArgs) -> Result<Encoded<ReadOut>, ToolErr> {
 
 /// Write a text file of the worktree, replacing it if it exists. `path` is
 /// relative to the worktree root; `content` is at most 2 MiB (UTF-8 bytes).
-/// Parent directories are created only when `create_dirs` is true. The
-/// worktree's `.git` metadata is never writable.
+/// Parent directories are created only when `create_dirs` is true. A path
+/// naming a directory (ending in `/`) is refused. The worktree's `.git`
+/// metadata is never writable.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {
@@ -212,6 +225,14 @@ fn write_file(root: &Path, a: WriteArgs) -> Result<WriteOut, ToolErr> {
         return Err(ToolErr::invalid(
             "path must name a file, not the worktree root",
         ));
+    }
+    // `normalize` drops a trailing `/` (and resolves a last `.` or `..`),
+    // which would write a file where the path named a directory.
+    if matches!(a.path.rsplit('/').next(), Some("" | "." | "..")) {
+        return Err(ToolErr::invalid(format!(
+            "{}: the path names a directory (it ends in `/`, `.` or `..`); a file cannot be written there",
+            a.path
+        )));
     }
     // Decide on the path the write really lands on: a symlink committed in
     // the repository (`link -> .git`, `d -> .`) must not lead into `.git`.
@@ -341,8 +362,12 @@ fn list_dir(root: &Path, a: ListArgs) -> Result<ListOut, ToolErr> {
 /// Search the worktree for a literal string (not a regex), recursively from
 /// `path` (default: the root). Returns matching lines (1-based line numbers,
 /// text cut at 500 characters), at most `max_results` (default 100, maximum
-/// 1000). Skips `.git`, files over 2 MiB, binary files (containing a NUL
-/// byte) and symlinked directories.
+/// 1000; `truncated` is true when more were left out). Skips `.git`, files
+/// over 2 MiB, binary files (containing a NUL byte) and symlinked
+/// directories. `skipped` counts the files and directories not searched:
+/// directories more than 64 levels below `path` (not entered), entries that
+/// could not be read (e.g. no permission), files over 2 MiB, binary files.
+/// A `path` that cannot be read is an error.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchArgs {
@@ -366,6 +391,23 @@ pub struct SearchOut {
     matches: Vec<Match>,
     files_scanned: u64,
     truncated: bool,
+    skipped: Skipped,
+}
+
+/// Files and directories not searched, by why (counted up to where the
+/// search stopped, if `truncated`).
+#[derive(Default, Serialize, JsonSchema)]
+pub struct Skipped {
+    /// Directories more than 64 levels below `path`: not entered, so what
+    /// is in them is not counted.
+    too_deep: u64,
+    /// Directories and files that could not be listed or read (e.g. no
+    /// permission).
+    unreadable: u64,
+    /// Files over 2 MiB.
+    too_large: u64,
+    /// Files containing a NUL byte.
+    binary: u64,
 }
 
 fn yes() -> bool {
@@ -447,57 +489,92 @@ struct Search<'a> {
     matches: Vec<Match>,
     files_scanned: u64,
     truncated: bool,
+    skipped: Skipped,
 }
 
 impl Search<'_> {
-    fn file(&mut self, rel: &str, size: u64) {
+    /// Searches file `rel`, `size` bytes long by its metadata. An error is
+    /// the file's own (it could not be read); for a file in a walk the
+    /// caller counts it.
+    fn file(&mut self, rel: &str, size: u64) -> io::Result<()> {
         if size > MAX_FILE_BYTES {
-            return;
+            self.skipped.too_large += 1;
+            return Ok(());
         }
-        let Ok(data) = fs::read(resolve(self.root, rel)) else {
-            return;
-        };
-        if data.len() as u64 > MAX_FILE_BYTES || is_binary(&data) {
-            return;
+        let mut data = Vec::new();
+        fs::File::open(resolve(self.root, rel))?
+            .take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut data)?;
+        if data.len() as u64 > MAX_FILE_BYTES {
+            self.skipped.too_large += 1;
+            return Ok(());
+        }
+        if is_binary(&data) {
+            self.skipped.binary += 1;
+            return Ok(());
         }
         self.files_scanned += 1;
         let text = String::from_utf8_lossy(&data);
         if !self.matcher.scan(rel, &text, &mut self.matches, self.max) {
             self.truncated = true;
         }
+        Ok(())
     }
 
-    fn dir(&mut self, rel: &str, depth: usize) {
-        if depth > MAX_SEARCH_DEPTH {
-            return;
+    /// Searches directory `rel`, `depth` levels below the search's `path`.
+    /// An error is the directory's own (it could not be listed); entries
+    /// that cannot be read are counted in `skipped` and passed over.
+    fn dir(&mut self, rel: &str, depth: usize) -> io::Result<()> {
+        let mut ents: Vec<(String, fs::FileType)> = Vec::new();
+        for e in list(self.root, rel)? {
+            match e.and_then(|e| Ok((e.file_name().into_string(), e.file_type()?))) {
+                Ok((Ok(name), ft)) => ents.push((name, ft)),
+                // A name that is not UTF-8 (no WASI path can name it: the
+                // sandbox's listings leave it out), or an entry that could
+                // not be read.
+                Ok((Err(_), _)) | Err(_) => self.skipped.unreadable += 1,
+            }
         }
-        let Ok(rd) = fs::read_dir(resolve(self.root, rel)) else {
-            return;
-        };
-        let mut ents: Vec<(String, fs::FileType)> = rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.file_type().ok()?)))
-            .collect();
         ents.sort_by(|a, b| a.0.cmp(&b.0));
         for (name, ft) in ents {
             if self.truncated {
-                return;
+                return Ok(());
             }
             let child = join_rel(rel, &name);
             if ft.is_dir() {
-                if name != ".git" {
-                    self.dir(&child, depth + 1);
+                if name == ".git" {
+                    continue;
+                }
+                if depth >= MAX_SEARCH_DEPTH {
+                    self.skipped.too_deep += 1;
+                } else if self.dir(&child, depth + 1).is_err() {
+                    self.skipped.unreadable += 1;
                 }
             } else if ft.is_file() || ft.is_symlink() {
                 // Symlinks: files are followed (the sandbox polices the
-                // target), directories are not.
-                match fs::metadata(resolve(self.root, &child)) {
+                // target), directories are not. A dangling link (or a file
+                // gone since it was listed) has nothing to search.
+                let read = match fs::metadata(resolve(self.root, &child)) {
                     Ok(m) if m.is_file() => self.file(&child, m.len()),
-                    _ => {}
+                    Ok(_) => Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                    Err(e) => Err(e),
+                };
+                if read.is_err() {
+                    self.skipped.unreadable += 1;
                 }
             }
         }
+        Ok(())
     }
+}
+
+/// The entries of directory `rel`, listed through `rel/.`: natively as in
+/// the sandbox (whose listing opens `.` in the directory), a directory that
+/// can be read but not entered (mode 600) cannot be listed, rather than
+/// listed with every entry unreadable.
+fn list(root: &Path, rel: &str) -> io::Result<fs::ReadDir> {
+    fs::read_dir(resolve(root, rel).join("."))
 }
 
 fn search(root: &Path, a: SearchArgs) -> Result<SearchOut, ToolErr> {
@@ -514,11 +591,13 @@ fn search(root: &Path, a: SearchArgs) -> Result<SearchOut, ToolErr> {
         matches: Vec::new(),
         files_scanned: 0,
         truncated: false,
+        skipped: Skipped::default(),
     };
     if meta.is_dir() {
-        s.dir(&rel, 0);
+        s.dir(&rel, 0).map_err(|e| ToolErr::io(&rel, &e))?;
     } else if meta.is_file() {
-        s.file(&rel, meta.len());
+        s.file(&rel, meta.len())
+            .map_err(|e| ToolErr::io(&rel, &e))?;
     } else {
         return Err(ToolErr::invalid(format!(
             "{rel} is not a regular file or directory"
@@ -528,6 +607,7 @@ fn search(root: &Path, a: SearchArgs) -> Result<SearchOut, ToolErr> {
         matches: s.matches,
         files_scanned: s.files_scanned,
         truncated: s.truncated,
+        skipped: s.skipped,
     })
 }
 

@@ -11,6 +11,13 @@
 //! faulting in ~460 pages). The three passes over each chunk use wasm
 //! SIMD (`simd128`): `simdutf8` for the UTF-8 check, `memchr` for line
 //! ends, `sonic-rs` for the escaping.
+//!
+//! The escaped text is bounded too (`max_out` bytes): escaping can make
+//! it up to 6× the bytes read (`\u0001`), more than the host lets a tool
+//! return. Each chunk's part is escaped in two calls, split after its last
+//! line end, so the output's length at the window's last complete line is
+//! known without another pass; only the part that goes over the bound is
+//! looked at again, once, to find where to cut.
 
 use std::io::{self, Read};
 
@@ -33,21 +40,30 @@ pub struct Window {
     pub bytes_read: u64,
     /// The source had more than `cap` bytes.
     pub capped: bool,
+    /// The window's escaped text was longer than `max_out` bytes, so it was
+    /// cut: after the last whole line that fits, or, when not even the
+    /// window's first line fits, inside that line after the last character
+    /// that fits (never inside a character or an escape). `lines_returned`
+    /// counts the lines written, a cut line included (as the `cap` cutting
+    /// a line counts it), so `offset + lines_returned` is where to go on.
+    pub cut: bool,
 }
 
 /// Reads at most `cap` bytes of `src`, `chunk` at a time, and appends lines
 /// `offset..offset + limit` of it (terminators included), as UTF-8 with
-/// invalid sequences replaced, JSON-escaped without quotes, to `out`.
+/// invalid sequences replaced, JSON-escaped without quotes, to `out`: at
+/// most `max_out` bytes of it (see [`Window::cut`]).
 pub fn stream_window(
     mut src: impl Read,
     chunk: usize,
     cap: u64,
     offset: u64,
     limit: u64,
+    max_out: usize,
     out: &mut Vec<u8>,
 ) -> io::Result<Window> {
     let mut buf = vec![0u8; chunk.max(4)];
-    let mut lines = Lines::new(offset, limit);
+    let mut lines = Lines::new(offset, limit, out.len(), max_out);
     // Bytes of an unfinished UTF-8 sequence kept at the front of `buf`.
     let mut carry = 0;
     let mut read = 0u64;
@@ -123,16 +139,30 @@ struct Lines {
     /// Whether the text so far is empty, and whether it ends with `\n`.
     empty: bool,
     ends_with_newline: bool,
+    /// Where the window's text starts in `out`, and the most it may take.
+    start: usize,
+    max_out: usize,
+    /// Whole lines of the window written, and `out`'s length after them.
+    whole: u64,
+    whole_end: usize,
+    /// Lines written when the bound cut the window (nothing is written
+    /// after that).
+    cut: Option<u64>,
 }
 
 impl Lines {
-    fn new(offset: u64, limit: u64) -> Self {
+    fn new(offset: u64, limit: u64, start: usize, max_out: usize) -> Self {
         Lines {
             offset,
             end: offset.saturating_add(limit),
             line: 0,
             empty: true,
             ends_with_newline: false,
+            start,
+            max_out,
+            whole: 0,
+            whole_end: start,
+            cut: None,
         }
     }
 
@@ -144,6 +174,7 @@ impl Lines {
         };
         self.empty = false;
         self.ends_with_newline = last == b'\n';
+        let first = self.line;
         let mut from = (self.line >= self.offset).then_some(0);
         let mut to = (self.line >= self.end).then_some(0);
         for nl in memchr::memchr_iter(b'\n', text.as_bytes()) {
@@ -155,12 +186,70 @@ impl Lines {
                 to = Some(nl + 1);
             }
         }
-        if let Some(from) = from {
-            let to = to.unwrap_or(text.len());
-            if from < to {
-                escape_into(out, &text[from..to]);
+        let Some(from) = from.filter(|_| self.cut.is_none()) else {
+            return;
+        };
+        let to = to.unwrap_or(text.len());
+        if from >= to {
+            return;
+        }
+        // The window's lines that end in this part: whole lines up to its
+        // last `\n`, then (at most) the start of one more.
+        let ended = self
+            .line
+            .min(self.end)
+            .saturating_sub(first.max(self.offset));
+        let split = if ended == 0 {
+            from
+        } else {
+            from + memchr::memrchr(b'\n', &text.as_bytes()[from..to]).map_or(0, |i| i + 1)
+        };
+        if from < split {
+            if !self.write(&text[from..split], out) {
+                return;
+            }
+            self.whole += ended;
+            self.whole_end = out.len();
+        }
+        if split < to {
+            self.write(&text[split..to], out);
+        }
+    }
+
+    /// Escapes `part` onto `out`, or, if that goes over the bound, as much
+    /// of it as [`Window::cut`] keeps; false then.
+    fn write(&mut self, part: &str, out: &mut Vec<u8>) -> bool {
+        let base = out.len();
+        escape_into(out, part);
+        if out.len() - self.start <= self.max_out {
+            return true;
+        }
+        out.truncate(base);
+        let room = self.max_out - (base - self.start);
+        // The longest prefix of `part` that fits, and its last line end.
+        let (mut used, mut fits, mut line_end, mut lines) = (0, 0, None, 0);
+        for c in part.chars() {
+            used += escaped_len(c);
+            if used > room {
+                break;
+            }
+            fits += c.len_utf8();
+            if c == '\n' {
+                lines += 1;
+                line_end = Some((fits, lines));
             }
         }
+        if let Some((at, lines)) = line_end {
+            escape_into(out, &part[..at]);
+            self.cut = Some(self.whole + lines);
+        } else if self.whole > 0 {
+            out.truncate(self.whole_end);
+            self.cut = Some(self.whole);
+        } else {
+            escape_into(out, &part[..fits]);
+            self.cut = Some(u64::from(out.len() > self.start));
+        }
+        false
     }
 
     fn finish(&self, bytes_read: u64, capped: bool) -> Window {
@@ -168,10 +257,22 @@ impl Lines {
         let total_lines = self.line + u64::from(unterminated);
         Window {
             total_lines,
-            lines_returned: total_lines.min(self.end).saturating_sub(self.offset),
+            lines_returned: self
+                .cut
+                .unwrap_or_else(|| total_lines.min(self.end).saturating_sub(self.offset)),
             bytes_read,
             capped,
+            cut: self.cut.is_some(),
         }
+    }
+}
+
+/// The length of `c` escaped in a JSON string, as [`escape_into`] writes it.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        '\0'..='\u{1f}' => 6,
+        c => c.len_utf8(),
     }
 }
 

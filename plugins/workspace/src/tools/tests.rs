@@ -81,6 +81,79 @@ fn read_file_caps_at_2_mib() {
     assert_eq!(r["content"].as_str().unwrap().len(), 1000 * 1024);
 }
 
+/// The host's default cap on a tool's output (`DEFAULT_MAX_OUTPUT_BYTES`).
+const HOST_OUTPUT_CAP: usize = 5 << 20;
+
+/// Files `write_file` accepts but whose JSON text is up to 6× their size
+/// (`\u0001`; U+FFFD for each invalid byte is 3): `read_file` returns at
+/// most `MAX_CONTENT_JSON_BYTES` of content, whole lines where a line fits,
+/// else the first line cut at a character, and says `truncated`.
+#[test]
+fn read_file_output_fits_the_hosts_cap() {
+    let t = TempRoot::new();
+    let ctl = "\u{1}".repeat(900_000);
+    t.call("write_file", json!({"path": "ctl.txt", "content": ctl}))
+        .unwrap();
+    t.put("nul.txt", &vec![0u8; MAX_FILE_BYTES as usize]);
+    t.put("ff.txt", &vec![0xffu8; MAX_FILE_BYTES as usize]);
+    for (path, each) in [
+        ("ctl.txt", '\u{1}'),
+        ("nul.txt", '\0'),
+        ("ff.txt", '\u{fffd}'),
+    ] {
+        let raw = call(&t.0, "read_file", &json!({ "path": path }).to_string()).unwrap();
+        assert!(raw.len() <= HOST_OUTPUT_CAP, "{path}: {} bytes", raw.len());
+        let r: Value = serde_json::from_str(&raw).unwrap();
+        assert_eq!(r["truncated"], true, "{path}");
+        assert_eq!(
+            (r["lines_returned"].as_u64(), r["total_lines"].as_u64()),
+            (Some(1), Some(1))
+        );
+        let content = r["content"].as_str().unwrap();
+        assert!(content.chars().all(|c| c == each), "{path}");
+        let json_len = sonic_rs::to_string(content).unwrap().len() - 2;
+        assert!(json_len <= MAX_CONTENT_JSON_BYTES, "{path}: {json_len}");
+        assert!(json_len + 6 > MAX_CONTENT_JSON_BYTES, "{path}: {json_len}");
+    }
+}
+
+/// Many lines that escape long: each read stops at a line end within the
+/// bound, and reading on from `start_line + lines_returned` reads them all.
+#[test]
+fn read_file_continues_after_the_json_bound() {
+    let t = TempRoot::new();
+    let line = "\u{1}".repeat(1023) + "\n";
+    let text = line.repeat(2000); // 2000 lines, 12 MiB of JSON text
+    t.put("lines.txt", text.as_bytes());
+    let (mut offset, mut all, mut calls) = (0, String::new(), 0);
+    loop {
+        let raw = call(
+            &t.0,
+            "read_file",
+            &json!({"path": "lines.txt", "offset": offset}).to_string(),
+        )
+        .unwrap();
+        assert!(raw.len() <= HOST_OUTPUT_CAP, "{} bytes", raw.len());
+        let r: Value = serde_json::from_str(&raw).unwrap();
+        assert_eq!(r["start_line"], offset);
+        assert_eq!(r["total_lines"], 2000);
+        let n = r["lines_returned"].as_u64().unwrap();
+        assert!(n > 0 && n < 1000, "{n}");
+        let content = r["content"].as_str().unwrap();
+        assert!(content.ends_with('\n'));
+        assert_eq!(content.len() as u64, n * 1024);
+        all += content;
+        offset += n;
+        calls += 1;
+        assert_eq!(r["truncated"], offset < 2000);
+        if offset >= 2000 {
+            break;
+        }
+    }
+    assert_eq!(all, text);
+    assert!(calls >= 3);
+}
+
 #[test]
 fn read_file_small_and_errors() {
     let t = TempRoot::new();
@@ -196,6 +269,51 @@ fn write_file_creates_and_overwrites() {
         fs::read_to_string(t.0.join(".git")).unwrap(),
         "gitdir: /elsewhere\n"
     );
+}
+
+/// A path ending in `/` (or in a `.` or `..` component) names a directory:
+/// `write_file` refuses it rather than writing a file under the name
+/// before the slash. Reading and listing such paths are unchanged.
+#[test]
+fn write_file_refuses_a_path_naming_a_directory() {
+    let t = TempRoot::new();
+    t.put("trail.txt", b"keep\n");
+    t.put("src/a.rs", b"fn a() {}\n");
+    for p in [
+        "newdir/",
+        "newdir//",
+        "trail.txt/",
+        "trail.txt/.",
+        "src/a.rs/..",
+        "src/",
+        "new/sub/",
+    ] {
+        for create_dirs in [false, true] {
+            let e = t
+                .call(
+                    "write_file",
+                    json!({"path": p, "content": "x", "create_dirs": create_dirs}),
+                )
+                .unwrap_err();
+            assert_eq!(e.code, Code::InvalidArguments, "{p}: {}", e.message);
+            assert!(
+                e.message.contains("names a directory"),
+                "{p}: {}",
+                e.message
+            );
+        }
+    }
+    assert!(!t.0.join("newdir").exists() && !t.0.join("new").exists());
+    assert_eq!(fs::read_to_string(t.0.join("trail.txt")).unwrap(), "keep\n");
+    assert!(t.0.join("src").is_dir());
+    let r = t.call("list_dir", json!({"path": "src/"})).unwrap();
+    assert_eq!(r["path"], "src");
+    let r = t.call("read_file", json!({"path": "trail.txt/"})).unwrap();
+    assert_eq!(r["content"], "keep\n");
+    let r = t
+        .call("search", json!({"pattern": "fn", "path": "src/"}))
+        .unwrap();
+    assert_eq!(r["matches"][0]["path"], "src/a.rs");
 }
 
 #[test]
@@ -338,6 +456,12 @@ fn search_walks_and_skips() {
     );
     assert_eq!(r["files_scanned"], 2);
     assert_eq!(r["truncated"], false);
+    // Skipped on purpose, and counted: the large file and the binary one
+    // (`.git` and the symlinked directory are not counted).
+    assert_eq!(
+        r["skipped"],
+        json!({"too_deep": 0, "unreadable": 0, "too_large": 1, "binary": 1})
+    );
 
     let r = t
         .call(
@@ -378,6 +502,106 @@ fn search_walks_and_skips() {
             .code,
         Code::PermissionDenied
     );
+}
+
+/// Directories deeper than `MAX_SEARCH_DEPTH` below `path` are not
+/// entered, and the result says how many were left out.
+#[test]
+fn search_counts_directories_too_deep() {
+    let t = TempRoot::new();
+    let deep = |levels: usize| "d/".repeat(levels);
+    t.put(&format!("{}a.txt", deep(MAX_SEARCH_DEPTH)), b"needle\n");
+    t.put(&format!("{}b.txt", deep(MAX_SEARCH_DEPTH + 1)), b"needle\n");
+    t.put(&format!("{}x/c.txt", deep(MAX_SEARCH_DEPTH)), b"needle\n");
+    let r = t.call("search", json!({"pattern": "needle"})).unwrap();
+    assert_eq!(r["matches"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["skipped"]["too_deep"], 2, "{r}");
+    assert_eq!(r["skipped"]["unreadable"], 0, "{r}");
+    // From one level down, one more level is reached.
+    let r = t
+        .call("search", json!({"pattern": "needle", "path": "d"}))
+        .unwrap();
+    assert_eq!(r["matches"].as_array().unwrap().len(), 3, "{r}");
+    assert_eq!(r["skipped"]["too_deep"], 0, "{r}");
+}
+
+/// Whether mode 000 stops this process reading a file (it does not for
+/// root, or with `CAP_DAC_OVERRIDE`): permission tests skip themselves
+/// where it does not.
+#[cfg(unix)]
+fn permissions_bind(t: &TempRoot) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    t.put("probe", b"x");
+    let p = t.0.join("probe");
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o000)).unwrap();
+    let binds = fs::read(&p).is_err();
+    fs::remove_file(&p).unwrap();
+    if !binds {
+        eprintln!("note: skipped: mode 000 does not stop this process reading (root?)");
+    }
+    binds
+}
+
+#[cfg(unix)]
+fn chmod(t: &TempRoot, rel: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(t.0.join(rel), fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Entries a walk cannot read (a directory without permission, a file of
+/// mode 000) are counted, not silently left out.
+#[cfg(unix)]
+#[test]
+fn search_counts_unreadable_entries() {
+    let t = TempRoot::new();
+    if !permissions_bind(&t) {
+        return;
+    }
+    t.put("a.txt", b"needle\n");
+    t.put("locked/b.txt", b"needle\n");
+    t.put("listonly/c.txt", b"needle\n");
+    t.put("secret.txt", b"needle\n");
+    chmod(&t, "locked", 0o000);
+    chmod(&t, "listonly", 0o600);
+    chmod(&t, "secret.txt", 0o000);
+    let r = t.call("search", json!({"pattern": "needle"}));
+    chmod(&t, "locked", 0o755);
+    chmod(&t, "listonly", 0o755);
+    let r = r.unwrap();
+    assert_eq!(r["matches"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["files_scanned"], 1, "{r}");
+    assert_eq!(r["skipped"]["unreadable"], 3, "{r}");
+    assert_eq!(r["truncated"], false, "{r}");
+}
+
+/// A named `path` that cannot be read is an error, as `read_file` and
+/// `list_dir` report it, not an empty result.
+#[cfg(unix)]
+#[test]
+fn search_refuses_an_unreadable_named_path() {
+    let t = TempRoot::new();
+    if !permissions_bind(&t) {
+        return;
+    }
+    t.put("secret.txt", b"needle\n");
+    t.put("listonly/c.txt", b"needle\n");
+    t.put("locked/d.txt", b"needle\n");
+    chmod(&t, "secret.txt", 0o000);
+    chmod(&t, "listonly", 0o600);
+    chmod(&t, "locked", 0o000);
+    let results: Vec<_> = ["secret.txt", "listonly", "locked"]
+        .into_iter()
+        .map(|p| (p, t.call("search", json!({"pattern": "needle", "path": p}))))
+        .collect();
+    let read = t.call("read_file", json!({"path": "secret.txt"}));
+    chmod(&t, "listonly", 0o755);
+    chmod(&t, "locked", 0o755);
+    assert_eq!(read.unwrap_err().code, Code::PermissionDenied);
+    for (p, r) in results {
+        let e = r.expect_err(p);
+        assert_eq!(e.code, Code::PermissionDenied, "{p}: {}", e.message);
+        assert!(e.message.contains(p), "{p}: {}", e.message);
+    }
 }
 
 /// A FIFO named by `search` is refused by name (the host refuses to open
