@@ -799,3 +799,38 @@ fn a_client_that_pipelines_and_does_not_read_makes_itself_wait() {
         rss >> 20
     );
 }
+
+/// Lines the server cannot take as messages: each one whose request id can
+/// be read is answered by that id (the client would otherwise wait for it
+/// forever), with -32700 for what is not readable JSON and -32600 for JSON
+/// that is no message or a line over 16 MiB; garbage with no id is dropped
+/// (as rmcp and the official SDKs do), and the server keeps serving.
+#[test]
+fn unreadable_requests_are_answered_by_their_id() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":33,"method":"ping","params":{{"x":{}{}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let frames: Vec<(u64, Vec<u8>, i64)> = vec![
+        (31, b"{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"tools/call\",\"params\":{\"name\":\"read_file\",\"arguments\":{\"path\":\"\xff\"}}}".to_vec(), -32700),
+        (32, br#"{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"\ud800"}}}"#.to_vec(), -32700),
+        (33, deep.into_bytes(), -32700),
+        (34, br#"{"jsonrpc":"2.0","id":34,"method":"ping"}{"jsonrpc":"2.0","id":35,"method":"ping"}"#.to_vec(), -32700),
+        (36, br#"{"jsonrpc":"2.0","id":36}"#.to_vec(), -32600),
+        (37, [&br#"{"jsonrpc":"2.0","id":37,"method":"ping","params":{"x":""#[..], &vec![b'a'; 17 << 20], b"\"}}"].concat(), -32600),
+    ];
+    for (_, frame, _) in &frames {
+        s.send_bytes(frame);
+        s.send_bytes(b"garbage with no id\n");
+    }
+    for (id, _, code) in &frames {
+        let r = answer(&mut s, *id, Duration::from_secs(20));
+        assert_eq!(error_code(&r), *code, "{r}");
+    }
+    assert_eq!(s.request("ping", json!({}))["result"], json!({}));
+    assert!(s.alive());
+}

@@ -32,6 +32,7 @@ pub mod server;
 pub mod signing;
 pub mod spare;
 pub mod stdio;
+pub mod stdio_reader;
 pub mod subscriptions;
 pub mod trust;
 pub mod unanswered;

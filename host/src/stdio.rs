@@ -1,6 +1,7 @@
-//! The stdio transport: rmcp's line reader (bounded lines, parse-error
-//! handling, its "Invalid Request" replies) with our frame writer, which
-//! serializes outgoing messages with `sonic-rs` instead of `serde_json`.
+//! The stdio transport: our line reader ([`crate::stdio_reader`]: bounded
+//! lines, answers to unreadable requests by their id) and our frame
+//! writer, which serializes outgoing messages with `sonic-rs` instead of
+//! `serde_json`.
 //!
 //! Why: a large result's text is escaped once more for the wire, and
 //! `serde_json` does that a byte at a time. The profile of a 1.9 MB
@@ -8,8 +9,8 @@
 //! finds the bytes to escape 16 at a time (13× faster on that file). The
 //! output is the same JSON (the `frames_match_serde_json` test).
 //!
-//! Every frame, ours and rmcp's error replies alike, is written whole under
-//! one lock, so frames never interleave.
+//! Every frame, answers and the reader's refusals alike, is written whole
+//! under one lock, so frames never interleave.
 //!
 //! It also keeps the record of requests read and not yet answered
 //! ([`Unanswered`]): it stops reading past [`MAX_UNANSWERED`] of them,
@@ -18,19 +19,17 @@
 
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use rmcp::model::{ErrorData, RequestId};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::Transport;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::stdio_reader::{Line, LineReader};
 use crate::unanswered::{Admission, Unanswered, MAX_UNANSWERED};
 
 /// The server's stdin and stdout (non-blocking pipes where possible),
@@ -82,8 +81,7 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    /// Reads and parses; writes only its own error replies, through `out`.
-    inner: AsyncRwTransport<RoleServer, R, FrameForwarder<W>>,
+    reader: LineReader<R>,
     out: Out<W>,
     buffers: FrameBuffers,
     unanswered: Arc<Unanswered>,
@@ -98,15 +96,9 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     pub fn new(read: R, write: W, longest_request: Duration) -> Self {
-        let out: Out<W> = Arc::new(Mutex::new(Some(write)));
-        let forwarder = FrameForwarder {
-            out: out.clone(),
-            buf: Vec::new(),
-            pending: None,
-        };
         StdioTransport {
-            inner: AsyncRwTransport::new_server(read, forwarder),
-            out,
+            reader: LineReader::new(read),
+            out: Arc::new(Mutex::new(Some(write))),
             buffers: FrameBuffers::default(),
             unanswered: Arc::new(Unanswered::new(longest_request)),
             longest_request,
@@ -114,15 +106,18 @@ where
         }
     }
 
-    /// Refuses a request whose id is still in flight (it is not run). The
-    /// answer is written by a task of its own: `receive` may be dropped at
-    /// any await, and a frame must never be cut.
+    /// Refuses a request whose id is still in flight (it is not run).
     fn refuse_duplicate(&self, id: RequestId) {
         let error = ErrorData::invalid_request(
             format!("request id {id} is already in use by a request still in flight; this request was not run"),
             None,
         );
-        let message = TxJsonRpcMessage::<RoleServer>::error(error, Some(id));
+        self.answer_now(TxJsonRpcMessage::<RoleServer>::error(error, Some(id)));
+    }
+
+    /// Writes `message` from a task of its own: `receive` may be dropped at
+    /// any await, and a frame must never be cut.
+    fn answer_now(&self, message: TxJsonRpcMessage<RoleServer>) {
         let mut frame = Vec::new();
         if encode_frame_into(&mut frame, &message).is_err() {
             return;
@@ -237,9 +232,17 @@ where
                 return None;
             }
             self.unanswered.until_fewer_than(MAX_UNANSWERED).await;
-            let Some(message) = self.inner.receive().await else {
-                self.input_ended = Some(Instant::now() + self.longest_request);
-                continue;
+            let message = match self.reader.next().await {
+                Line::Message(message) => message,
+                Line::Refused(answer) => {
+                    self.answer_now(answer);
+                    continue;
+                }
+                Line::Skipped => continue,
+                Line::End => {
+                    self.input_ended = Some(Instant::now() + self.longest_request);
+                    continue;
+                }
             };
             match self.unanswered.admit(&message) {
                 Admission::Pass => return Some(message),
@@ -252,51 +255,9 @@ where
     }
 
     async fn close(&mut self) -> io::Result<()> {
-        self.inner.close().await?;
         // As rmcp's own transport does: dropping the writer closes stdout.
         drop(self.out.lock().await.take());
         Ok(())
-    }
-}
-
-type Pending = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
-
-/// The writer under rmcp's reader: it collects what rmcp's framed writer
-/// writes and, at each flush (rmcp flushes after every frame), writes it
-/// as one frame through the shared lock.
-struct FrameForwarder<W> {
-    out: Out<W>,
-    buf: Vec<u8>,
-    pending: Option<Pending>,
-}
-
-impl<W: AsyncWrite + Send + Unpin + 'static> AsyncWrite for FrameForwarder<W> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.buf.extend_from_slice(data);
-        Poll::Ready(Ok(data.len()))
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.pending.is_none() {
-            if self.buf.is_empty() {
-                return Poll::Ready(Ok(()));
-            }
-            let frame = std::mem::take(&mut self.buf);
-            let out = self.out.clone();
-            self.pending = Some(Box::pin(async move { write_frame(&out, &frame).await }));
-        }
-        let fut = self.pending.as_mut().expect("set above");
-        let result = ready!(fut.as_mut().poll(cx));
-        self.pending = None;
-        Poll::Ready(result)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_flush(cx)
     }
 }
 

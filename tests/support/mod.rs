@@ -259,6 +259,15 @@ impl Server {
         r
     }
 
+    /// Writes `bytes` and a line end as they are (not necessarily UTF-8).
+    #[allow(dead_code)] // not every suite uses it
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin closed");
+        stdin.write_all(bytes).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
     pub fn send_raw(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("stdin closed");
         stdin.write_all(line.as_bytes()).unwrap();

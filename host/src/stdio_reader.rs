@@ -1,0 +1,274 @@
+//! The stdio transport's reader: one JSON-RPC message per line, each line
+//! bounded ([`MAX_LINE_BYTES`], as rmcp's reader, which this replaces) and
+//! parsed once.
+//!
+//! What it adds: a line that cannot be taken as a message is answered
+//! whenever its request id can be read from it, so the client waiting for
+//! that id gets an error instead of waiting forever: `-32700` (parse error)
+//! for a line that is not JSON the server can read (bytes that are not
+//! UTF-8, a lone surrogate, nesting past the parser's depth, two values on
+//! one line), `-32600` (invalid request) for JSON of the wrong shape or a
+//! line over the bound. A line with no readable id is dropped, as rmcp and
+//! the official SDKs do (an answer to garbage can start an echo storm with
+//! a peer that answers garbage too), and the log says so.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rmcp::model::{ErrorCode, ErrorData, NumberOrString, RequestId};
+use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+/// Longest line read (rmcp's `DEFAULT_MAX_LINE_LENGTH`): a request is
+/// small, and the largest argument a tool takes is far below it.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// How much of a line over the bound is kept to find its id in.
+const KEPT_OF_OVERSIZED: usize = 64 << 10;
+
+/// What one line was.
+#[derive(Debug)]
+pub enum Line {
+    Message(RxJsonRpcMessage<RoleServer>),
+    /// Not a message, but with an id: this answer goes back.
+    Refused(TxJsonRpcMessage<RoleServer>),
+    /// Nothing to do (a blank line, or one with no id to answer).
+    Skipped,
+    /// The input ended (or failed).
+    End,
+}
+
+pub struct LineReader<R> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    /// The line being read is over the bound: only its head is kept.
+    oversized: bool,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    pub fn new(read: R) -> Self {
+        LineReader {
+            read: BufReader::new(read),
+            line: Vec::new(),
+            oversized: false,
+        }
+    }
+
+    /// The next line. Cancel-safe (rmcp polls `receive` in a `select!`):
+    /// what is read is moved into `self.line` with no await in between, so
+    /// a dropped call leaves a partial line for the next one to finish.
+    pub async fn next(&mut self) -> Line {
+        loop {
+            let (used, ended) = {
+                let available = match self.read.fill_buf().await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::error!("reading stdin: {e}");
+                        return Line::End;
+                    }
+                };
+                if available.is_empty() {
+                    return Line::End;
+                }
+                let newline = available.iter().position(|b| *b == b'\n');
+                let used = newline.map_or(available.len(), |i| i + 1);
+                keep(&mut self.line, &mut self.oversized, &available[..used]);
+                (used, newline.is_some())
+            };
+            self.read.consume(used);
+            if ended {
+                let line = std::mem::take(&mut self.line);
+                let oversized = std::mem::take(&mut self.oversized);
+                let read = if oversized {
+                    refuse_oversized(&line)
+                } else {
+                    parse_line(&line)
+                };
+                self.line = line;
+                self.line.clear();
+                return read;
+            }
+        }
+    }
+}
+
+/// Appends `bytes` to `line`, keeping only the head of one over the bound
+/// (`oversized` then set).
+fn keep(line: &mut Vec<u8>, oversized: &mut bool, bytes: &[u8]) {
+    if !*oversized && line.len() + bytes.len() > MAX_LINE_BYTES {
+        *oversized = true;
+        line.truncate(KEPT_OF_OVERSIZED);
+    }
+    let room = if *oversized {
+        KEPT_OF_OVERSIZED.saturating_sub(line.len())
+    } else {
+        bytes.len()
+    };
+    line.extend_from_slice(&bytes[..room.min(bytes.len())]);
+}
+
+/// One whole line (its `\n` included) as a message, an answer or nothing.
+pub fn parse_line(line: &[u8]) -> Line {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Line::Skipped;
+    }
+    let error = match serde_json::from_slice(line) {
+        Ok(message) => return Line::Message(message),
+        Err(e) => e,
+    };
+    let code = match error.classify() {
+        serde_json::error::Category::Data => ErrorCode::INVALID_REQUEST,
+        _ => ErrorCode::PARSE_ERROR,
+    };
+    let what = if code == ErrorCode::PARSE_ERROR {
+        "the request is not JSON this server can read"
+    } else {
+        "the request is not a JSON-RPC message this server knows"
+    };
+    answer_or_drop(line, ErrorData::new(code, format!("{what}: {error}"), None))
+}
+
+fn refuse_oversized(head: &[u8]) -> Line {
+    let message = format!("the request is longer than {MAX_LINE_BYTES} bytes; it was not read");
+    answer_or_drop(head, ErrorData::invalid_request(message, None))
+}
+
+/// `error` as the answer to the request `line` is, when its id can be
+/// read; otherwise nothing (logged: the first time, then at each power of
+/// two, so garbage cannot flood the log).
+fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
+    if let Some(id) = request_id(line) {
+        tracing::info!(%id, "request refused: {}", error.message);
+        return Line::Refused(TxJsonRpcMessage::<RoleServer>::error(error, Some(id)));
+    }
+    static DROPPED: AtomicU64 = AtomicU64::new(0);
+    let n = DROPPED.fetch_add(1, Ordering::Relaxed) + 1;
+    if n.is_power_of_two() {
+        tracing::warn!(
+            dropped = n,
+            "a line with no request id to answer was dropped: {}",
+            error.message
+        );
+    }
+    Line::Skipped
+}
+
+/// The `id` of the object `line` is, read from its top level without
+/// parsing the rest: a number that fits `i64` or a string of valid UTF-8.
+/// `None` for anything else, and for a line cut before its id.
+pub fn request_id(line: &[u8]) -> Option<RequestId> {
+    let mut s = Scan { b: line, i: 0 };
+    s.ws();
+    s.eat(b'{')?;
+    loop {
+        s.ws();
+        let is_id = s.string()? == b"id";
+        s.ws();
+        s.eat(b':')?;
+        s.ws();
+        if is_id {
+            return s.id();
+        }
+        s.skip_value()?;
+        s.ws();
+        match s.next()? {
+            b',' => {}
+            _ => return None,
+        }
+    }
+}
+
+/// A cursor over a line's bytes.
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let c = self.peek()?;
+        self.i += 1;
+        Some(c)
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.next()? == c).then_some(())
+    }
+
+    fn ws(&mut self) {
+        while self.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+            self.i += 1;
+        }
+    }
+
+    /// A string's raw bytes between its quotes (escapes left as written).
+    fn string(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.i;
+        loop {
+            match self.next()? {
+                b'"' => return Some(&self.b[start..self.i - 1]),
+                b'\\' => {
+                    self.next()?;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The id's value: an integer, or a string with no escapes to decode.
+    fn id(&mut self) -> Option<RequestId> {
+        if self.peek()? == b'"' {
+            let raw = self.string()?;
+            if raw.contains(&b'\\') {
+                return None;
+            }
+            let text = std::str::from_utf8(raw).ok()?;
+            return Some(NumberOrString::String(text.into()));
+        }
+        let start = self.i;
+        while self.peek().is_some_and(|c| c == b'-' || c.is_ascii_digit()) {
+            self.i += 1;
+        }
+        let digits = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+        match self.peek() {
+            Some(b',' | b'}' | b' ' | b'\t' | b'\r' | b'\n') => {}
+            _ => return None,
+        }
+        Some(NumberOrString::Number(digits.parse().ok()?))
+    }
+
+    /// Passes over one value of any depth (counted, not recursed into).
+    fn skip_value(&mut self) -> Option<()> {
+        let mut depth = 0usize;
+        loop {
+            match self.peek()? {
+                b'"' => {
+                    self.string()?;
+                }
+                b'{' | b'[' => {
+                    depth += 1;
+                    self.i += 1;
+                }
+                b'}' | b']' => {
+                    depth = depth.checked_sub(1)?;
+                    self.i += 1;
+                }
+                b',' if depth == 0 => return Some(()),
+                _ => self.i += 1,
+            }
+            if depth == 0 && matches!(self.peek(), Some(b',' | b'}')) {
+                return Some(());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+use super::*;
+use rmcp::model::JsonRpcMessage;
+use tokio::io::AsyncWriteExt;
+
+fn id(line: &str) -> Option<RequestId> {
+    request_id(line.as_bytes())
+}
+
+#[test]
+fn the_id_is_read_from_the_top_level_only() {
+    let n = |v| Some(NumberOrString::Number(v));
+    assert_eq!(id(r#"{"jsonrpc":"2.0","id":7,"method":"x"}"#), n(7));
+    assert_eq!(id(r#" { "method" : "x" , "id" : -3 }"#), n(-3));
+    assert_eq!(
+        id(r#"{"params":{"id":1,"a":[{"id":2}]},"id":"abc"}"#),
+        Some(NumberOrString::String("abc".into()))
+    );
+    assert_eq!(
+        id(r#"{"params":"}{\"id\":9","id":4}"#),
+        n(4),
+        "braces and quotes in strings"
+    );
+    assert_eq!(id(r#"{"method":"x"}"#), None, "a notification");
+    assert_eq!(id(r#"{"id":null}"#), None);
+    assert_eq!(id(r#"{"id":1.5}"#), None);
+    assert_eq!(id(r#"{"id":"a\"b"}"#), None, "escapes are not decoded");
+    assert_eq!(id(r#"[{"id":1}]"#), None);
+    assert_eq!(id(r#"{"params":[[[["#), None, "cut before its id");
+    assert_eq!(id("garbage"), None);
+    let deep = format!(
+        r#"{{"params":{}{},"id":5}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    assert_eq!(id(&deep), n(5), "depth is counted, not recursed into");
+    let mut bad_utf8 = br#"{"id":3,"method":"tools/call","params":{"name":"#.to_vec();
+    bad_utf8.extend_from_slice(b"\"\xff\xfe\"}}");
+    assert_eq!(request_id(&bad_utf8), n(3));
+}
+
+fn refused(line: &[u8]) -> (i32, Option<RequestId>, String) {
+    match parse_line(line) {
+        Line::Refused(JsonRpcMessage::Error(e)) => {
+            (e.error.code.0, e.id, e.error.message.to_string())
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn unreadable_requests_with_an_id_are_answered() {
+    let seven = Some(NumberOrString::Number(7));
+    let mut bad_utf8 = br#"{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":""#.to_vec();
+    bad_utf8.extend_from_slice(b"\xff\"}}\n");
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"ping","params":{{"x":{}{}}}}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    for line in [
+        bad_utf8,
+        br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"\ud800"}}"#.to_vec(),
+        deep.into_bytes(),
+        br#"{"jsonrpc":"2.0","id":7,"method":"ping"}{"jsonrpc":"2.0","id":8,"method":"ping"}"#
+            .to_vec(),
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\xff\xfe".to_vec(),
+    ] {
+        let (code, id, message) = refused(&line);
+        assert_eq!((code, &id), (-32700, &seven), "{message}");
+        assert!(
+            message.contains("not JSON this server can read"),
+            "{message}"
+        );
+    }
+    let (code, id, _) = refused(br#"{"jsonrpc":"2.0","id":7}"#);
+    assert_eq!((code, id), (-32600, seven), "valid JSON, not a message");
+}
+
+#[test]
+fn lines_without_an_id_are_skipped_and_messages_pass() {
+    for line in [
+        &b"garbage\n"[..],
+        b"[[[[",
+        b"\n",
+        b"  \r\n",
+        br#"{"method":"notifications/x","params":5}"#,
+    ] {
+        assert!(
+            matches!(parse_line(line), Line::Skipped),
+            "{:?}",
+            String::from_utf8_lossy(line)
+        );
+    }
+    let ping = b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r\n";
+    assert!(matches!(
+        parse_line(ping),
+        Line::Message(JsonRpcMessage::Request(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_line_over_the_bound_is_refused_by_its_id_and_the_next_is_read() {
+    let (mut w, r) = tokio::io::duplex(1 << 16);
+    let mut reader = LineReader::new(r);
+    let writer = tokio::spawn(async move {
+        let head = br#"{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"x":""#;
+        w.write_all(head).await.unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..17 {
+            w.write_all(&chunk).await.unwrap();
+        }
+        w.write_all(b"\"}}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n")
+            .await
+            .unwrap();
+    });
+    match reader.next().await {
+        Line::Refused(JsonRpcMessage::Error(e)) => {
+            assert_eq!(e.id, Some(NumberOrString::String("big".into())));
+            assert!(
+                e.error.message.contains("longer than"),
+                "{}",
+                e.error.message
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        reader.line.capacity() <= MAX_LINE_BYTES + (1 << 20),
+        "the line was not kept whole"
+    );
+    assert!(matches!(reader.next().await, Line::Message(_)));
+    writer.await.unwrap();
+    assert!(matches!(reader.next().await, Line::End));
+}
