@@ -252,15 +252,7 @@ fn write_file(root: &Path, a: WriteArgs) -> Result<WriteOut, ToolErr> {
         return Err(ToolErr::invalid(format!("{rel} is a directory")));
     }
     if let Some((parent, _)) = real.rsplit_once('/') {
-        let pfull = resolve(root, parent);
-        if a.create_dirs {
-            fs::create_dir_all(&pfull).map_err(|e| ToolErr::io(parent, &e))?;
-        } else if !pfull.is_dir() {
-            return Err(ToolErr::new(
-                Code::NotFound,
-                format!("parent directory {parent} does not exist (set create_dirs to create it)"),
-            ));
-        }
+        check_parent(parent, &resolve(root, parent), a.create_dirs)?;
     }
     fs::write(&full, a.content.as_bytes()).map_err(|e| ToolErr::io(&rel, &e))?;
     Ok(WriteOut {
@@ -304,6 +296,25 @@ pub enum Kind {
     Dir,
     Symlink,
     Other,
+}
+
+/// Whether directory `parent` (at `full`) can take a new file, made first
+/// when `create` is set; else why not, in words that say which.
+fn check_parent(parent: &str, full: &Path, create: bool) -> Result<(), ToolErr> {
+    match fs::metadata(full) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(ToolErr::invalid(format!(
+            "{parent} is a file, not a directory"
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+            fs::create_dir_all(full).map_err(|e| ToolErr::io(parent, &e))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(ToolErr::new(
+            Code::NotFound,
+            format!("parent directory {parent} does not exist (set create_dirs to create it)"),
+        )),
+        Err(e) => Err(ToolErr::io(parent, &e)),
+    }
 }
 
 fn kind_of(ft: &fs::FileType) -> Kind {

@@ -604,6 +604,33 @@ fn search_refuses_an_unreadable_named_path() {
     }
 }
 
+/// A parent that is a file is named as one, with or without
+/// `create_dirs` (it was "does not exist" and "File exists").
+#[test]
+fn write_file_names_a_parent_that_is_a_file() {
+    let t = TempRoot::new();
+    t.put("afile", b"x");
+    for create in [false, true] {
+        let e = t
+            .call(
+                "write_file",
+                json!({"path": "afile/x.txt", "content": "y", "create_dirs": create}),
+            )
+            .unwrap_err();
+        assert_eq!(e.code, Code::InvalidArguments, "{}", e.message);
+        assert!(
+            e.message.contains("afile is a file, not a directory"),
+            "{}",
+            e.message
+        );
+    }
+    let e = t
+        .call("write_file", json!({"path": "none/x.txt", "content": "y"}))
+        .unwrap_err();
+    assert_eq!(e.code, Code::NotFound);
+    assert!(e.message.contains("does not exist"), "{}", e.message);
+}
+
 /// A FIFO named by `search` is refused by name (the host refuses to open
 /// one at all; a walk never tries, as it reads regular files only).
 #[cfg(unix)]
