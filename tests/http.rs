@@ -500,22 +500,26 @@ async fn two_replicas_serve_one_worktree_alternately_without_sessions() {
     }
 }
 
-#[tokio::test]
-async fn a_2025_11_25_client_gets_a_session() {
-    let (wt, plugins) = (worktree(), workspace_plugins());
-    let s = token_server(wt.path(), plugins.path(), &[]);
-    let c = client();
+/// A 2025-11-25 `initialize` with the test token (a new session).
+async fn initialize_2025(c: &reqwest::Client, url: &str) -> reqwest::Response {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "http-test", "version": "1"}}});
-    let r = c
-        .post(&s.url)
+    c.post(url)
         .bearer_auth(TOKEN)
         .header("Accept", "application/json, text/event-stream")
         .json(&init)
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_2025_11_25_client_gets_a_session() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &[]);
+    let c = client();
+    let r = initialize_2025(&c, &s.url).await;
     assert_eq!(r.status(), 200);
     let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
     let msg = message_of(r).await;
@@ -542,4 +546,162 @@ async fn a_2025_11_25_client_gets_a_session() {
     assert_eq!(r.status(), 200);
     let msg = message_of(r).await;
     assert!(msg["result"].to_string().contains("inside"), "{msg}");
+}
+
+// ---- Hostile clients at the connection and body level ----
+
+/// A raw connection to `base`, with a read timeout.
+fn raw_connection(base: &str) -> std::net::TcpStream {
+    let tcp = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    tcp
+}
+
+/// Whether the server closed `tcp` (a read returns end of file or a reset)
+/// rather than leaving it open past the read timeout.
+fn closed_by_server(tcp: &mut std::net::TcpStream) -> bool {
+    let mut buf = [0u8; 256];
+    match tcp.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => closed_by_server(tcp),
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+/// Connections cost the server a descriptor each, shared with the plugins'
+/// calls: at most `--max-connections` stay open (one more is closed at
+/// once), and one that sends nothing, or trickles its headers, is closed
+/// after 10 s. Both were kept forever: 1,100 idle connections, no token
+/// needed, took the last descriptor and `read_file` failed.
+#[test]
+fn idle_and_surplus_connections_are_closed() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &["--max-connections", "4"]);
+    let mut idle: Vec<_> = (0..4).map(|_| raw_connection(&s.base)).collect();
+    idle[1].write_all(b"POST /mcp HTTP/1.1\r\nHost: x").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let mut surplus = raw_connection(&s.base);
+    assert!(closed_by_server(&mut surplus), "a 5th connection was kept");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    for tcp in &mut idle {
+        assert!(closed_by_server(tcp), "an idle connection was kept");
+    }
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_secs(8), "closed after {waited:?}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let status = rt.block_on(async { post_authed(&client(), &s.url, &list_body()).await.status() });
+    assert_eq!(status, 200, "served once the idle ones were closed");
+}
+
+/// A request's body is read before it takes an in-flight slot: clients
+/// that send headers and never their body hold none (they held all 64 for
+/// good), and listening streams take none either (64 of them locked every
+/// other request out).
+#[tokio::test]
+async fn stalled_bodies_and_listening_streams_hold_no_slot() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &["--max-in-flight", "2"]);
+    let authority = s.base.trim_start_matches("http://").to_string();
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let mut tcp = raw_connection(&s.base);
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             MCP-Protocol-Version: 2026-07-28\r\nContent-Length: 100\r\n\r\n"
+        );
+        tcp.write_all(head.as_bytes()).unwrap();
+        stalled.push(tcp);
+    }
+    let c = client();
+    let mut listening = Vec::new();
+    for id in 0..3 {
+        let body = stateless_request(
+            id,
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}}),
+        );
+        let r = post(&c, &s.url, &body)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "listen stream {id}");
+        listening.push(r);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = post_authed(
+        &c,
+        &s.url,
+        &call_body(9, "read_file", json!({"path": "inside.txt"})),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let msg = message_of(r).await;
+    assert_eq!(
+        msg["result"]["structuredContent"]["content"], "inside\n",
+        "{msg}"
+    );
+    drop((stalled, listening));
+}
+
+/// A body that is not a JSON-RPC message gets 400 and the JSON-RPC error
+/// (answering its id when it can be read), as on stdio; it got 415 with a
+/// plain-text deserializer message.
+#[tokio::test]
+async fn unreadable_bodies_get_a_json_rpc_error() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &[]);
+    let c = client();
+    let cases: [(&[u8], i64, Value); 4] = [
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}",
+            -32700,
+            json!(5),
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":"a","method":"ping"} {}"#,
+            -32700,
+            json!("a"),
+        ),
+        (br#"{"jsonrpc":"2.0","id":6}"#, -32600, json!(6)),
+        (b"garbage", -32700, Value::Null),
+    ];
+    for (body, code, id) in cases {
+        let r = c
+            .post(&s.url)
+            .bearer_auth(TOKEN)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .body(body.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{}", String::from_utf8_lossy(body));
+        let msg: Value = r.json().await.unwrap();
+        assert_eq!(
+            (&msg["error"]["code"], &msg["id"]),
+            (&json!(code), &id),
+            "{msg}"
+        );
+    }
+}
+
+/// 2025-11-25 sessions hold memory until they expire (5 minutes idle):
+/// past `--max-sessions` an `initialize` is 503 (30,000 took 2.5 GB).
+#[tokio::test]
+async fn sessions_are_bounded() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &["--max-sessions", "3"]);
+    let c = client();
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(initialize_2025(&c, &s.url).await.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 503]);
+    // Stateless requests need no session and are still served.
+    let r = post_authed(&c, &s.url, &list_body()).await;
+    assert_eq!(r.status(), 200);
 }

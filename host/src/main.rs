@@ -298,6 +298,14 @@ struct HttpArgs {
     /// HTTP requests handled at once (more → 503).
     #[arg(long, requires = "http", default_value_t = wasm_mcp_host::http::DEFAULT_MAX_IN_FLIGHT)]
     max_in_flight: usize,
+    /// HTTP connections open at once (more are closed as accepted; an idle
+    /// one is closed after 10 s).
+    #[arg(long, requires = "http", default_value_t = wasm_mcp_host::http::listener::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// 2025-11-25 sessions open at once (more `initialize` → 503; a session
+    /// ends after 5 minutes idle).
+    #[arg(long, requires = "http", default_value_t = wasm_mcp_host::http::DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
     /// Serve a non-loopback address without authentication anyway.
     #[arg(long, requires = "http")]
     allow_unauthenticated_remote: bool,
@@ -324,6 +332,8 @@ impl HttpArgs {
             public_url: self.public_url.clone(),
             max_body_bytes: self.max_body_bytes,
             max_in_flight: self.max_in_flight,
+            max_connections: self.max_connections,
+            max_sessions: self.max_sessions,
             allow_unauthenticated_remote: self.allow_unauthenticated_remote,
         })
     }

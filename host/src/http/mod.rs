@@ -4,23 +4,35 @@
 //! statelessly, so replicas behind a load balancer need nothing shared;
 //! 2025-11-25 clients get rmcp's sessions). In front of it, in this order:
 //!
+//! 0. connections ([`listener`]): at most `--max-connections` open, headers
+//!    within 10 s (an idle connection is closed after as long);
 //! 1. `Host` / `Origin` checks ([`origin`]) on every route → 403;
-//! 2. the in-flight limit → 503 with `Retry-After` (a request holds its slot
-//!    until its response body ends, so open SSE streams count);
-//! 3. the request body limit → 413 (rmcp's streaming limit on the endpoint,
-//!    the same bound when step 5 reads the body);
-//! 4. authentication ([`auth`]): static bearer token and/or JWT → 401 with
+//! 2. authentication ([`auth`]): static bearer token and/or JWT → 401 with
 //!    `WWW-Authenticate: Bearer resource_metadata=...`;
-//! 5. per-tool scopes of `tools/call` for JWT grants → 403 `insufficient_scope`.
+//! 3. a POST's body, read whole within [`BODY_TIMEOUT`] (→ 408) and the
+//!    body limit (→ 413), before it takes a slot, so a client that never
+//!    sends its body holds none; a body that is not a JSON-RPC message →
+//!    400 with the JSON-RPC error (-32700 / -32600) answering its id when
+//!    the id can be read, as on stdio;
+//! 4. a 2025-11-25 `initialize` past `--max-sessions` open sessions → 503
+//!    (each holds ~84 KB until 5 minutes idle: 30,000 took 2.5 GB);
+//! 5. the in-flight limit → 503 with `Retry-After` (a request holds its slot
+//!    until its response body ends, so an unread large answer counts; a
+//!    listening stream, a session's `GET` or `subscriptions/listen`, takes
+//!    none: it stays open by design and has its own bound, and 64 of them
+//!    locked every other request out);
+//! 6. per-tool scopes of `tools/call` for JWT grants → 403 `insufficient_scope`.
 //!
 //! RFC 9728 metadata ([`metadata`]) is public (after step 1).
 
 pub mod auth;
+pub mod listener;
 pub mod metadata;
 pub mod origin;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use axum::body::Body;
@@ -45,6 +57,10 @@ use origin::OriginPolicy;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
 /// Default HTTP requests handled at once.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+/// Default 2025-11-25 sessions open at once.
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
+/// Time a client has to send a request's body once its headers are in.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What `serve --http` was asked for.
 #[derive(Clone, Debug)]
@@ -58,6 +74,8 @@ pub struct HttpOptions {
     pub public_url: Option<String>,
     pub max_body_bytes: usize,
     pub max_in_flight: usize,
+    pub max_connections: usize,
+    pub max_sessions: usize,
     pub allow_unauthenticated_remote: bool,
 }
 
@@ -69,6 +87,8 @@ struct Gate {
     resource: Resource,
     in_flight: Arc<Semaphore>,
     max_body_bytes: usize,
+    sessions: Arc<LocalSessionManager>,
+    max_sessions: usize,
 }
 
 /// Bind, print `listening on http://ADDR/mcp` on stderr, serve until
@@ -91,12 +111,13 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         resource: Resource::new(&base),
         in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
         max_body_bytes: opts.max_body_bytes,
+        sessions: Arc::new(LocalSessionManager::default()),
+        max_sessions: opts.max_sessions.max(1),
     });
     let app = router(server, gate);
     eprintln!("wasm-mcp: listening on http://{bound}{MCP_PATH}");
     tracing::info!(%bound, auth = opts.token.is_some() || opts.oauth.is_some(), "serving over HTTP");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+    listener::serve(listener, app, opts.max_connections, shutdown_signal())
         .await
         .context("HTTP server failed")
 }
@@ -124,11 +145,7 @@ fn router(server: McpServer, gate: Arc<Gate>) -> Router {
         .disable_allowed_origins()
         .with_json_response(true)
         .with_max_request_body_bytes(gate.max_body_bytes);
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let mcp = StreamableHttpService::new(move || Ok(server.clone()), gate.sessions.clone(), config);
     let mcp_routes = Router::new()
         .route_service(MCP_PATH, mcp)
         .layer(from_fn_with_state(gate.clone(), guard_mcp));
@@ -154,19 +171,29 @@ async fn guard_origin(State(gate): State<Arc<Gate>>, req: Request, next: Next) -
     next.run(req).await
 }
 
-/// Steps 2–5, the MCP endpoint.
+/// Steps 2–6, the MCP endpoint.
 async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
-    let Ok(permit) = gate.in_flight.clone().try_acquire_owned() else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::RETRY_AFTER, "1")],
-            "Service Unavailable: too many requests in flight",
-        )
-            .into_response();
-    };
     let grant = match gate.auth.verify(req.headers()) {
         Ok(g) => g,
         Err(e) => return unauthorized(&gate, &e),
+    };
+    let (req, method) = match read_body(&gate, req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
+    if method.as_deref() == Some("initialize") && !req.headers().contains_key(SESSION_HEADER) {
+        if let Some(full) = sessions_full(&gate).await {
+            return full;
+        }
+    }
+    let listens = req.method() == Method::GET || method.as_deref() == Some("subscriptions/listen");
+    let permit = if listens {
+        None
+    } else {
+        match gate.in_flight.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => return busy("too many requests in flight"),
+        }
     };
     match check_scopes(&gate, &grant, req).await {
         Ok(req) => {
@@ -180,6 +207,80 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         }
         Err(resp) => resp,
     }
+}
+
+/// The 2025-11-25 session header.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+fn busy(what: &str) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        format!("Service Unavailable: {what}"),
+    )
+        .into_response()
+}
+
+/// 503 when `--max-sessions` sessions are open.
+async fn sessions_full(gate: &Gate) -> Option<Response> {
+    let open = gate.sessions.sessions.read().await.len();
+    (open >= gate.max_sessions).then(|| {
+        tracing::warn!(open, "initialize refused: --max-sessions sessions open");
+        busy("too many sessions open (--max-sessions); close one or retry when one expires")
+    })
+}
+
+/// A POST's body read whole (within [`BODY_TIMEOUT`] and the body limit)
+/// and checked to be a JSON-RPC message, with the method it names; other
+/// requests as they are.
+async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<String>), Response> {
+    if req.method() != Method::POST {
+        return Ok((req, None));
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match tokio::time::timeout(
+        BODY_TIMEOUT,
+        axum::body::to_bytes(body, gate.max_body_bytes),
+    )
+    .await
+    {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            return Err((StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response())
+        }
+        Err(_) => {
+            tracing::warn!("request body not sent within {BODY_TIMEOUT:?}");
+            return Err((
+                StatusCode::REQUEST_TIMEOUT,
+                "Request Timeout: the body was not sent in time",
+            )
+                .into_response());
+        }
+    };
+    let method = match crate::stdio_reader::parse_line(&bytes) {
+        crate::stdio_reader::Line::Message(m) => match m {
+            rmcp::model::JsonRpcMessage::Request(r) => Some(r.request.method().to_owned()),
+            _ => None,
+        },
+        crate::stdio_reader::Line::Refused(answer) => return Err(bad_message(&answer)),
+        // Blank, or unreadable with no id: answered with a null id here.
+        _ => {
+            let error = rmcp::model::ErrorData::new(
+                rmcp::model::ErrorCode::PARSE_ERROR,
+                "the request is not JSON this server can read",
+                None,
+            );
+            return Err(bad_message(&rmcp::service::TxJsonRpcMessage::<
+                rmcp::RoleServer,
+            >::error(error, None)));
+        }
+    };
+    Ok((Request::from_parts(parts, Body::from(bytes)), method))
+}
+
+/// 400 with `answer` (a JSON-RPC error) as its body.
+fn bad_message(answer: &rmcp::service::TxJsonRpcMessage<rmcp::RoleServer>) -> Response {
+    (StatusCode::BAD_REQUEST, Json(answer)).into_response()
 }
 
 fn unauthorized(gate: &Gate, e: &AuthError) -> Response {

@@ -377,7 +377,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 18);
+        assert_eq!(super::tools().len(), 19);
         assert_eq!(
             super::call("bad_output", "{}").unwrap()["n"],
             "not a number"
