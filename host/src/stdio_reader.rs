@@ -25,6 +25,13 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 /// How much of a line over the bound is kept to find its id in.
 const KEPT_OF_OVERSIZED: usize = 64 << 10;
 
+/// Most JSON values (objects, arrays and the items or members they hold)
+/// one message may have. Parsed, each takes tens of bytes: a 4 MiB body
+/// of `[{},{},…]` (1.3 million objects) took ~360 MB, ~90× its size, and
+/// sixteen at once stalled other calls for seconds. No tool's arguments
+/// come near this (a file's content is one string).
+pub const MAX_JSON_VALUES: usize = 100_000;
+
 /// What one line was.
 #[derive(Debug)]
 pub enum Line {
@@ -114,6 +121,11 @@ pub fn parse_line(line: &[u8]) -> Line {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Line::Skipped;
     }
+    if json_values(line) > MAX_JSON_VALUES {
+        let message =
+            format!("the request holds more than {MAX_JSON_VALUES} JSON values; it was not read");
+        return answer_or_drop(line, ErrorData::invalid_request(message, None));
+    }
     let error = match serde_json::from_slice(line) {
         Ok(message) => return Line::Message(message),
         Err(e) => e,
@@ -153,6 +165,31 @@ fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
         );
     }
     Line::Skipped
+}
+
+/// About how many JSON values `line` holds, counted without parsing it:
+/// its objects and arrays, and the members or items after a first (its
+/// commas outside strings). Never fewer than the values a parser makes of
+/// it, less its scalars that stand alone.
+fn json_values(line: &[u8]) -> usize {
+    let (mut n, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in line {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' | b',' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
 }
 
 /// The `id` of the object `line` is, read from its top level without

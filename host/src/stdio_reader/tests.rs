@@ -132,3 +132,22 @@ async fn a_line_over_the_bound_is_refused_by_its_id_and_the_next_is_read() {
     writer.await.unwrap();
     assert!(matches!(reader.next().await, Line::End));
 }
+
+#[test]
+fn a_request_of_too_many_values_is_refused_before_it_is_parsed() {
+    let many = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"x","arguments":{{"a":[{}{{}}]}}}}}}"#,
+        "{},".repeat(MAX_JSON_VALUES)
+    );
+    let (code, id, message) = refused(many.as_bytes());
+    assert_eq!((code, id), (-32600, Some(NumberOrString::Number(9))));
+    assert!(message.contains("JSON values"), "{message}");
+    // Commas and brackets inside strings are text, not values.
+    let text = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"s":"{}\"{}"}}}}"#,
+        ",[{".repeat(MAX_JSON_VALUES),
+        ",".repeat(10)
+    );
+    assert!(matches!(parse_line(text.as_bytes()), Line::Message(_)));
+    assert_eq!(json_values(br#"[1,2,{"a":[3]}]"#), 5);
+}
