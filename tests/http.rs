@@ -514,6 +514,16 @@ async fn initialize_2025(c: &reqwest::Client, url: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// A POST of `body` in the 2025-11-25 session `sid`.
+fn in_session(c: &reqwest::Client, url: &str, sid: &str, body: &Value) -> reqwest::RequestBuilder {
+    c.post(url)
+        .bearer_auth(TOKEN)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", sid)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(body)
+}
+
 #[tokio::test]
 async fn a_2025_11_25_client_gets_a_session() {
     let (wt, plugins) = (worktree(), workspace_plugins());
@@ -525,14 +535,7 @@ async fn a_2025_11_25_client_gets_a_session() {
     let msg = message_of(r).await;
     assert_eq!(msg["result"]["protocolVersion"], "2025-11-25", "{msg}");
 
-    let legacy = |body: Value| {
-        c.post(&s.url)
-            .bearer_auth(TOKEN)
-            .header("Accept", "application/json, text/event-stream")
-            .header("Mcp-Session-Id", &sid)
-            .header("MCP-Protocol-Version", "2025-11-25")
-            .json(&body)
-    };
+    let legacy = |body: Value| in_session(&c, &s.url, &sid, &body);
     let r = legacy(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .send()
         .await
@@ -703,5 +706,60 @@ async fn sessions_are_bounded() {
     assert_eq!(statuses, [200, 200, 200, 503]);
     // Stateless requests need no session and are still served.
     let r = post_authed(&c, &s.url, &list_body()).await;
+    assert_eq!(r.status(), 200);
+}
+
+/// In a 2025-11-25 session, a request reusing the id of one still running
+/// is refused (400, -32600) and not run: rmcp's session answered only one
+/// of the two, and the other's stream waited forever holding its slot.
+#[tokio::test]
+async fn a_session_request_reusing_an_id_in_flight_is_refused() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let s = token_server(wt.path(), plugins.path(), &["--timeout-ms", "2000"]);
+    let c = client();
+    let r = initialize_2025(&c, &s.url).await;
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let in_session = |body: Value| in_session(&c, &s.url, &sid, &body);
+    let r = in_session(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let call = |tool: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": 42, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}})
+    };
+    let slow = tokio::spawn(in_session(call("sleep_far", json!({}))).send());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let second = json!({"path": "second.txt", "content": "x"});
+    let r = in_session(call("write_file", second)).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let msg: Value = r.json().await.unwrap();
+    assert_eq!(
+        (&msg["error"]["code"], &msg["id"]),
+        (&json!(-32600), &json!(42)),
+        "{msg}"
+    );
+    assert!(
+        !wt.path().join("second.txt").exists(),
+        "the refused request ran"
+    );
+    let first = tokio::time::timeout(Duration::from_secs(20), slow)
+        .await
+        .expect("the first request is answered")
+        .unwrap()
+        .unwrap();
+    let msg = message_of(first).await;
+    assert_eq!(msg["id"], 42, "{msg}");
+    assert!(
+        msg["result"]["isError"] == json!(true),
+        "its deadline: {msg}"
+    );
+    // Once answered, the id may be used again.
+    let r = in_session(call("read_file", json!({"path": "inside.txt"})))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
 }

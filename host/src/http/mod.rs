@@ -43,6 +43,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use http_body_util::BodyExt;
+use rmcp::model::RequestId;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
@@ -89,6 +90,7 @@ struct Gate {
     max_body_bytes: usize,
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
+    session_ids: SessionIds,
 }
 
 /// Bind, print `listening on http://ADDR/mcp` on stderr, serve until
@@ -113,6 +115,7 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         max_body_bytes: opts.max_body_bytes,
         sessions: Arc::new(LocalSessionManager::default()),
         max_sessions: opts.max_sessions.max(1),
+        session_ids: SessionIds::default(),
     });
     let app = router(server, gate);
     eprintln!("wasm-mcp: listening on http://{bound}{MCP_PATH}");
@@ -177,9 +180,22 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         Ok(g) => g,
         Err(e) => return unauthorized(&gate, &e),
     };
-    let (req, method) = match read_body(&gate, req).await {
+    let (req, requested) = match read_body(&gate, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
+    };
+    let method = requested.as_ref().map(|r| r.method.clone());
+    let session = req
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let held_id = match (&session, requested) {
+        (Some(session), Some(r)) => match hold_session_id(&gate, session, r.id) {
+            Ok(held) => Some(held),
+            Err(id) => return id_in_use(id),
+        },
+        _ => None,
     };
     if method.as_deref() == Some("initialize") && !req.headers().contains_key(SESSION_HEADER) {
         if let Some(full) = sessions_full(&gate).await {
@@ -200,7 +216,7 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             let (parts, body) = next.run(req).await.into_parts();
             // The slot is freed when the response body is done or dropped.
             let body = body.map_frame(move |frame| {
-                let _held = &permit;
+                let _held = (&permit, &held_id);
                 frame
             });
             Response::from_parts(parts, Body::new(body))
@@ -233,7 +249,7 @@ async fn sessions_full(gate: &Gate) -> Option<Response> {
 /// A POST's body read whole (within [`BODY_TIMEOUT`] and the body limit)
 /// and checked to be a JSON-RPC message, with the method it names; other
 /// requests as they are.
-async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<String>), Response> {
+async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Requested>), Response> {
     if req.method() != Method::POST {
         return Ok((req, None));
     }
@@ -257,9 +273,12 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<String>
                 .into_response());
         }
     };
-    let method = match crate::stdio_reader::parse_line(&bytes) {
+    let requested = match crate::stdio_reader::parse_line(&bytes) {
         crate::stdio_reader::Line::Message(m) => match m {
-            rmcp::model::JsonRpcMessage::Request(r) => Some(r.request.method().to_owned()),
+            rmcp::model::JsonRpcMessage::Request(r) => Some(Requested {
+                method: r.request.method().to_owned(),
+                id: r.id,
+            }),
             _ => None,
         },
         crate::stdio_reader::Line::Refused(answer) => return Err(bad_message(&answer)),
@@ -275,7 +294,57 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<String>
             >::error(error, None)));
         }
     };
-    Ok((Request::from_parts(parts, Body::from(bytes)), method))
+    Ok((Request::from_parts(parts, Body::from(bytes)), requested))
+}
+
+/// What a POST asks for.
+struct Requested {
+    method: String,
+    id: RequestId,
+}
+
+/// Ids of requests running in 2025-11-25 sessions, by session: JSON-RPC
+/// requires an id unique among a client's requests in flight, and rmcp's
+/// session answered only one of two requests sharing one (the other
+/// request's stream never got its answer and held its slot).
+#[derive(Default)]
+struct SessionIds(std::sync::Mutex<std::collections::HashSet<(String, RequestId)>>);
+
+/// A request id held in its session until its response body ends.
+struct HeldId(Arc<Gate>, (String, RequestId));
+
+impl Drop for HeldId {
+    fn drop(&mut self) {
+        self.0.session_ids.lock().remove(&self.1);
+    }
+}
+
+impl SessionIds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, RequestId)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Holds `id` in `session` while its request runs, or gives it back when a
+/// request of that session already runs under it.
+fn hold_session_id(gate: &Arc<Gate>, session: &str, id: RequestId) -> Result<HeldId, RequestId> {
+    let key = (session.to_owned(), id);
+    if !gate.session_ids.lock().insert(key.clone()) {
+        return Err(key.1);
+    }
+    Ok(HeldId(gate.clone(), key))
+}
+
+/// 400 with -32600: `id` is in use in its session.
+fn id_in_use(id: RequestId) -> Response {
+    let error = rmcp::model::ErrorData::invalid_request(
+        format!("request id {id} is already in use by a request still in flight in this session; this request was not run"),
+        None,
+    );
+    bad_message(&rmcp::service::TxJsonRpcMessage::<rmcp::RoleServer>::error(
+        error,
+        Some(id),
+    ))
 }
 
 /// 400 with `answer` (a JSON-RPC error) as its body.
