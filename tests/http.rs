@@ -763,3 +763,25 @@ async fn a_session_request_reusing_an_id_in_flight_is_refused() {
         .unwrap();
     assert_eq!(r.status(), 200);
 }
+
+/// A chunked body that breaks the chunked encoding is the client's error:
+/// 400, not 500, and the server serves the next request.
+#[tokio::test]
+async fn a_malformed_chunked_body_is_400() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &[]);
+    let authority = s.base.trim_start_matches("http://").to_string();
+    let mut tcp = raw_connection(&s.base);
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
+    );
+    tcp.write_all(head.as_bytes()).unwrap();
+    let mut buf = [0u8; 64];
+    let n = tcp.read(&mut buf).unwrap();
+    let status = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(status.starts_with("HTTP/1.1 400"), "{status}");
+    let r = post_authed(&client(), &s.url, &list_body()).await;
+    assert_eq!(r.status(), 200);
+}

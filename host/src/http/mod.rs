@@ -261,9 +261,7 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Request
     .await
     {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(_)) => {
-            return Err((StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response())
-        }
+        Ok(Err(e)) => return Err(body_failed(&e)),
         Err(_) => {
             tracing::warn!("request body not sent within {BODY_TIMEOUT:?}");
             return Err((
@@ -295,6 +293,21 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Request
         }
     };
     Ok((Request::from_parts(parts, Body::from(bytes)), requested))
+}
+
+/// 413 for a body over the limit; 400 for one that could not be read
+/// (a malformed chunk, the connection gone), which hyper reported as 500.
+fn body_failed(e: &axum::Error) -> Response {
+    let source = std::error::Error::source(e);
+    if source.is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
+    }
+    tracing::info!("request body not read: {e}");
+    (
+        StatusCode::BAD_REQUEST,
+        "Bad Request: the body could not be read",
+    )
+        .into_response()
 }
 
 /// What a POST asks for.
