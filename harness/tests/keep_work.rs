@@ -102,6 +102,14 @@ impl Env {
         act: impl Fn(&Path) + Send + Sync + 'static,
         tweak: impl FnOnce(&mut RunOptions),
     ) -> RunReport {
+        self.try_run(act, tweak).await.unwrap()
+    }
+
+    async fn try_run(
+        &self,
+        act: impl Fn(&Path) + Send + Sync + 'static,
+        tweak: impl FnOnce(&mut RunOptions),
+    ) -> anyhow::Result<RunReport> {
         let fake = FakeServer::new(FakeConfig {
             pages: vec![vec![tool("read_file")]],
             ..Default::default()
@@ -123,7 +131,6 @@ impl Env {
             opts,
         )
         .await
-        .unwrap()
     }
 
     fn branches(&self) -> String {
@@ -526,4 +533,51 @@ async fn a_dot_git_file_or_link_to_a_fake_git_dir_is_never_used() {
             "the link's target was not deleted"
         );
     }
+}
+
+/// Commits `paths` (added with `-f`: ignored or not) in `repo`.
+fn commit_all(repo: &Path, paths: &[&str]) {
+    let mut add = vec!["add", "-f", "--"];
+    add.extend(paths);
+    git_ok(repo, &add);
+    let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
+    git_ok(repo, &[&who[..], &["commit", "-qm", "plant"]].concat());
+}
+
+/// A repository does not choose where the harness writes or what its
+/// server loads: a committed `.worktrees` (or `.cache`) symlink, and a
+/// committed file under `.cache` (a planted `.cwasm` is native code the
+/// server would map in place of the plugin's), are refused before anything
+/// is written. The symlinked `.worktrees` put the task's worktree outside
+/// the repository.
+#[tokio::test]
+async fn a_repository_cannot_plant_the_harness_dirs() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    for name in [".worktrees", ".cache"] {
+        let env = Env::new();
+        std::os::unix::fs::symlink(elsewhere.path(), env.repo().join(name)).unwrap();
+        commit_all(&env.repo(), &[name]);
+        let e = env
+            .try_run(|_| {}, |o| o.out_dir = None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is a symlink"), "{name}: {e}");
+        assert_eq!(
+            std::fs::read_dir(elsewhere.path()).unwrap().count(),
+            0,
+            "{name}: written through"
+        );
+    }
+    let env = Env::new();
+    let planted = env.repo().join(".cache/wasm-mcp");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(planted.join("0123-abcd.cwasm"), "native code").unwrap();
+    commit_all(&env.repo(), &[".cache"]);
+    let e = env.try_run(|_| {}, |_| {}).await.unwrap_err().to_string();
+    assert!(e.contains("tracks files under .cache"), "{e}");
+    assert!(
+        !env.repo().join(".worktrees").exists(),
+        "a worktree was made"
+    );
 }

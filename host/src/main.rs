@@ -407,11 +407,15 @@ async fn open_registry(c: &CommonArgs, baseline_tier: bool) -> Result<Arc<Regist
             baseline_tier,
         },
     )?;
-    let cache = ComponentCache::new(if c.no_cache {
+    let cache_dir = if c.no_cache {
         None
     } else {
         c.cache_dir.clone().or_else(default_cache_dir)
-    });
+    };
+    if let Some(dir) = &cache_dir {
+        wasm_mcp_host::cache::check_outside(dir, &c.worktree)?;
+    }
+    let cache = ComponentCache::new(cache_dir);
     let trust = trust(c, &sandbox)?;
     Registry::open_trusted(sandbox, cache, &c.plugins, c.allow.clone(), trust).await
 }

@@ -178,6 +178,7 @@ pub async fn run_task(
         Some(r) => std::fs::canonicalize(r).with_context(|| format!("repo {}", r.display()))?,
         None => Worktree::repo_root(&std::env::current_dir().context("current dir")?)?,
     };
+    crate::run::repo_dirs::check(&repo)?;
     let provider = match &opts.provider_override {
         Some(p) => p.clone(),
         None => choose_provider(opts.provider, &task)?,
