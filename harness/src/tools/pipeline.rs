@@ -477,6 +477,14 @@ async fn bounded_validate(schema: &Arc<CheckedSchema>, value: &Value) -> Result<
         .map_err(|e| e.to_string())
 }
 
+/// How many times a call whose outcome is unknown was sent, in words.
+fn attempts_told(attempts: u32) -> String {
+    match attempts {
+        0 | 1 => "it was not retried".to_owned(),
+        n => format!("it was sent {n} times (a read-only idempotent tool is re-sent once)"),
+    }
+}
+
 /// `call`: the handler sends the request; a fault says what is known about its effect.
 async fn call(
     spec: &RegisteredTool,
@@ -494,8 +502,9 @@ async fn call(
             out.attempts = f.attempts;
             let message = match f.fault.state() {
                 CallState::Unknown => format!(
-                    "{} — the call's outcome is unknown (it may or may not have taken effect); it was not retried",
-                    f.fault
+                    "{} — the call's outcome is unknown (it may or may not have taken effect); {}",
+                    f.fault,
+                    attempts_told(f.attempts)
                 ),
                 _ => f.fault.to_string(),
             };
@@ -575,6 +584,12 @@ fn with_references(body: String, artifacts: &[Artifact]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_unknown_outcome_says_how_often_the_call_was_sent() {
+        assert_eq!(super::attempts_told(1), "it was not retried");
+        assert!(super::attempts_told(2).starts_with("it was sent 2 times"));
+    }
+
     use super::*;
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
