@@ -368,6 +368,42 @@ async fn openai_error_body_with_multibyte_text_is_reported_not_a_panic() {
     }
 }
 
+/// A provider that answers with a redirect does not get the conversation
+/// re-sent to where it points (another origin): the 3xx is the request's
+/// error, as for the MCP HTTP client. It was followed.
+#[tokio::test]
+async fn openai_redirects_are_not_followed() {
+    use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
+    let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = format!(
+        "http://{}/v1/chat/completions",
+        elsewhere.local_addr().unwrap()
+    );
+    let base = http_once(
+        &format!("307 Temporary Redirect\r\nlocation: {target}"),
+        String::new(),
+    )
+    .await;
+    let p = OpenAiProvider::new(&base, Some("sk-test".into()), "m").unwrap();
+    let msgs = [ChatMessage::user("a secret conversation")];
+    let catalog = Arc::new(wasm_mcp_harness::tools::catalog::CatalogSnapshot::default());
+    let e = p
+        .complete(ChatRequest {
+            messages: &msgs,
+            tools: &[],
+            names: &*catalog,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ProviderError::Status { status: 307, .. }),
+        "{e}"
+    );
+    let reached =
+        tokio::time::timeout(std::time::Duration::from_millis(300), elsewhere.accept()).await;
+    assert!(reached.is_err(), "the redirect was followed");
+}
+
 #[tokio::test]
 async fn openai_transport_error_keeps_its_cause() {
     use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest};

@@ -63,8 +63,11 @@ impl OpenAiProvider {
         api_key: Option<String>,
         model: &str,
     ) -> Result<Self, ProviderError> {
+        // No redirects, as the MCP HTTP client: a 3xx is an error for that
+        // request, not the whole conversation re-sent to another origin.
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(300))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProviderError::Config(e.to_string()))?;
         Ok(Self {
