@@ -254,14 +254,13 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Request
         return Ok((req, None));
     }
     let (parts, body) = req.into_parts();
-    let bytes = match tokio::time::timeout(
-        BODY_TIMEOUT,
-        axum::body::to_bytes(body, gate.max_body_bytes),
-    )
-    .await
-    {
+    let collected = collect_within(body, gate.max_body_bytes);
+    let bytes = match tokio::time::timeout(BODY_TIMEOUT, collected).await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => return Err(body_failed(&e)),
+        Ok(Err(BodyFailure::TooLarge)) => {
+            return Err((StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response())
+        }
+        Ok(Err(BodyFailure::Unreadable(e))) => return Err(body_failed(&e)),
         Err(_) => {
             tracing::warn!("request body not sent within {BODY_TIMEOUT:?}");
             return Err((
@@ -295,19 +294,49 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Request
     Ok((Request::from_parts(parts, Body::from(bytes)), requested))
 }
 
-/// 413 for a body over the limit; 400 for one that could not be read
-/// (a malformed chunk, the connection gone), which hyper reported as 500.
+/// 400 for a body that could not be read (a malformed chunk, the
+/// connection gone), which hyper reported as 500.
 fn body_failed(e: &axum::Error) -> Response {
-    let source = std::error::Error::source(e);
-    if source.is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
-    }
     tracing::info!("request body not read: {e}");
     (
         StatusCode::BAD_REQUEST,
         "Bad Request: the body could not be read",
     )
         .into_response()
+}
+
+/// Why a body was not taken.
+enum BodyFailure {
+    TooLarge,
+    Unreadable(axum::Error),
+}
+
+/// Most of a body over the limit read and dropped before the 413, so the
+/// client, still sending it, gets the answer rather than a reset
+/// connection (refused at once, the socket closed with its bytes unread).
+const DRAINED_PAST_LIMIT: usize = 16 << 20;
+
+/// The body whole, if it is at most `max` bytes; one over it is read on
+/// (and dropped) up to [`DRAINED_PAST_LIMIT`] before it is refused.
+async fn collect_within(mut body: Body, max: usize) -> Result<axum::body::Bytes, BodyFailure> {
+    let mut kept = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(BodyFailure::Unreadable)?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen = seen.saturating_add(data.len());
+        if seen <= max {
+            kept.extend_from_slice(&data);
+        } else if seen > DRAINED_PAST_LIMIT {
+            break;
+        }
+    }
+    if seen > max {
+        return Err(BodyFailure::TooLarge);
+    }
+    Ok(kept.into())
 }
 
 /// What a POST asks for.
