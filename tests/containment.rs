@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 mod support;
-use support::{assert_flag_refused, error_kind, is_error, plugin, plugin_dir, text_of, Server};
+use support::{
+    assert_flag_refused, each_str, error_kind, is_error, plugin, plugin_dir, text_of, Server,
+};
 
 fn worktree() -> tempfile::TempDir {
     let wt = tempfile::tempdir().unwrap();
@@ -381,21 +383,11 @@ fn a_name_that_is_not_utf8_hides_only_itself() {
     let (mut s, _) = Server::start(root, plugins.path(), &[]);
     let r = s.call("list_dir", json!({"path": "d"}));
     assert!(!is_error(&r), "{r}");
-    let names: Vec<&str> = r["structuredContent"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = each_str(&r["structuredContent"]["entries"], "name");
     assert_eq!(names, ["ok.txt", "z.txt"], "{r}");
     let r = s.call("search", json!({"pattern": "needle"}));
     assert!(!is_error(&r), "{r}");
-    let found: Vec<&str> = r["structuredContent"]["matches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["path"].as_str().unwrap())
-        .collect();
+    let found = each_str(&r["structuredContent"]["matches"], "path");
     assert_eq!(found, ["d/ok.txt", "d/z.txt"], "{r}");
     assert!(s.alive());
 }

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 mod support;
 use support::http::{post, refused_start, rpc_message, stateless_request, HttpServer};
-use support::{plugin_dir, repo_root};
+use support::{each_str, plugin_dir, repo_root};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 const ISSUER: &str = "https://issuer.test";
@@ -119,12 +119,7 @@ async fn no_or_wrong_token_is_401_with_resource_metadata() {
     let r = post_authed(&c, &s.url, &list_body()).await;
     assert_eq!(r.status(), 200);
     let msg = message_of(r).await;
-    let names: Vec<&str> = msg["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = each_str(&msg["result"]["tools"], "name");
     assert!(names.contains(&"read_file"), "{msg}");
 }
 
@@ -524,23 +519,27 @@ fn in_session(c: &reqwest::Client, url: &str, sid: &str, body: &Value) -> reqwes
         .json(body)
 }
 
+/// A 2025-11-25 session, initialized (`notifications/initialized` sent):
+/// its id and the `initialize` answer.
+async fn open_session(c: &reqwest::Client, url: &str) -> (String, Value) {
+    let r = initialize_2025(c, url).await;
+    assert_eq!(r.status(), 200);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let init = message_of(r).await;
+    let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = in_session(c, url, &sid, &done).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    (sid, init)
+}
+
 #[tokio::test]
 async fn a_2025_11_25_client_gets_a_session() {
     let (wt, plugins) = (worktree(), workspace_plugins());
     let s = token_server(wt.path(), plugins.path(), &[]);
     let c = client();
-    let r = initialize_2025(&c, &s.url).await;
-    assert_eq!(r.status(), 200);
-    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
-    let msg = message_of(r).await;
-    assert_eq!(msg["result"]["protocolVersion"], "2025-11-25", "{msg}");
-
+    let (sid, init) = open_session(&c, &s.url).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
     let legacy = |body: Value| in_session(&c, &s.url, &sid, &body);
-    let r = legacy(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
     let r = legacy(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "read_file", "arguments": {"path": "inside.txt"}}}))
     .send()
@@ -718,14 +717,8 @@ async fn a_session_request_reusing_an_id_in_flight_is_refused() {
     let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
     let s = token_server(wt.path(), plugins.path(), &["--timeout-ms", "2000"]);
     let c = client();
-    let r = initialize_2025(&c, &s.url).await;
-    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let (sid, _) = open_session(&c, &s.url).await;
     let in_session = |body: Value| in_session(&c, &s.url, &sid, &body);
-    let r = in_session(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
     let call = |tool: &str, args: Value| {
         json!({"jsonrpc": "2.0", "id": 42, "method": "tools/call",
             "params": {"name": tool, "arguments": args}})

@@ -162,12 +162,7 @@ fn write_list_search_round_trip_on_the_host_disk() {
         "find the needle\n"
     );
     let r = s.call("list_dir", json!({"path": "."}));
-    let names: Vec<&str> = r["structuredContent"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = support::each_str(&r["structuredContent"]["entries"], "name");
     assert_eq!(names, ["hello.txt", "notes", "src"], "{r}");
     let r = s.call("search", json!({"pattern": "needle"}));
     let m = r["structuredContent"]["matches"].as_array().unwrap();

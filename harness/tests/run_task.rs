@@ -343,22 +343,30 @@ async fn http_once(status_line: &str, body: String) -> String {
     format!("http://{addr}/v1")
 }
 
+/// The error of one chat completion asking `text` of `p`.
+async fn failed_completion(
+    p: &OpenAiProvider,
+    text: &str,
+) -> wasm_mcp_harness::provider::ProviderError {
+    use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest};
+    let msgs = [ChatMessage::user(text)];
+    let catalog = Arc::new(wasm_mcp_harness::tools::catalog::CatalogSnapshot::default());
+    p.complete(ChatRequest {
+        messages: &msgs,
+        tools: &[],
+        names: &*catalog,
+    })
+    .await
+    .unwrap_err()
+}
+
 #[tokio::test]
 async fn openai_error_body_with_multibyte_text_is_reported_not_a_panic() {
-    use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
+    use wasm_mcp_harness::provider::ProviderError;
     // 3-byte chars: a cut at byte 2000 would split one.
     let base = http_once("500 Internal Server Error", "€".repeat(3000)).await;
     let p = OpenAiProvider::new(&base, None, "m").unwrap();
-    let msgs = [ChatMessage::user("hi")];
-    let catalog = Arc::new(wasm_mcp_harness::tools::catalog::CatalogSnapshot::default());
-    let e = p
-        .complete(ChatRequest {
-            messages: &msgs,
-            tools: &[],
-            names: &*catalog,
-        })
-        .await
-        .unwrap_err();
+    let e = failed_completion(&p, "hi").await;
     match e {
         ProviderError::Status { status, body } => {
             assert_eq!(status, 500);
@@ -373,7 +381,7 @@ async fn openai_error_body_with_multibyte_text_is_reported_not_a_panic() {
 /// error, as for the MCP HTTP client. It was followed.
 #[tokio::test]
 async fn openai_redirects_are_not_followed() {
-    use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest, ProviderError};
+    use wasm_mcp_harness::provider::ProviderError;
     let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let target = format!(
         "http://{}/v1/chat/completions",
@@ -385,16 +393,7 @@ async fn openai_redirects_are_not_followed() {
     )
     .await;
     let p = OpenAiProvider::new(&base, Some("sk-test".into()), "m").unwrap();
-    let msgs = [ChatMessage::user("a secret conversation")];
-    let catalog = Arc::new(wasm_mcp_harness::tools::catalog::CatalogSnapshot::default());
-    let e = p
-        .complete(ChatRequest {
-            messages: &msgs,
-            tools: &[],
-            names: &*catalog,
-        })
-        .await
-        .unwrap_err();
+    let e = failed_completion(&p, "a secret conversation").await;
     assert!(
         matches!(e, ProviderError::Status { status: 307, .. }),
         "{e}"
@@ -406,23 +405,13 @@ async fn openai_redirects_are_not_followed() {
 
 #[tokio::test]
 async fn openai_transport_error_keeps_its_cause() {
-    use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest};
     // A port nobody listens on.
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap();
     let p = OpenAiProvider::new(&format!("http://{addr}/v1"), None, "m").unwrap();
-    let msgs = [ChatMessage::user("hi")];
-    let catalog = Arc::new(wasm_mcp_harness::tools::catalog::CatalogSnapshot::default());
-    let e = p
-        .complete(ChatRequest {
-            messages: &msgs,
-            tools: &[],
-            names: &*catalog,
-        })
-        .await
-        .unwrap_err();
+    let e = failed_completion(&p, "hi").await;
     assert!(
         e.to_string().to_lowercase().contains("refused"),
         "cause lost: {e}"

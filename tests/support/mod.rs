@@ -440,6 +440,21 @@ pub fn text_of(result: &Value) -> String {
         .to_string()
 }
 
+/// `field` of each object in the array `items`, as text.
+#[allow(dead_code)] // not every suite uses it
+pub fn each_str<'a>(items: &'a Value, field: &str) -> Vec<&'a str> {
+    items
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {items}"))
+        .iter()
+        .map(|item| {
+            item[field]
+                .as_str()
+                .unwrap_or_else(|| panic!("no {field}: {item}"))
+        })
+        .collect()
+}
+
 pub fn is_error(result: &Value) -> bool {
     result["isError"] == json!(true)
 }
