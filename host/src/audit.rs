@@ -212,16 +212,11 @@ impl AuditLog {
 /// link or a character device; never blocks opening (a FIFO is refused).
 fn open_outside(path: &Path, worktree: &Path) -> Result<std::fs::File> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
-    let resolved = resolve_new(path)?;
-    let tree = worktree
-        .canonicalize()
-        .with_context(|| format!("worktree {}", worktree.display()))?;
-    anyhow::ensure!(
-        !resolved.starts_with(&tree),
-        "it lies inside the worktree {} (as {}), where a plugin with write access could change it: put it outside",
-        tree.display(),
-        resolved.display()
-    );
+    let resolved = crate::operator_paths::outside_worktree(
+        path,
+        worktree,
+        "a plugin with write access could change it",
+    )?;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -240,32 +235,6 @@ fn open_outside(path: &Path, worktree: &Path) -> Result<std::fs::File> {
         meta.nlink()
     );
     Ok(file)
-}
-
-/// `path` with every symlink resolved, for a file that may not exist yet
-/// (its directory must), also through a link to a missing file.
-fn resolve_new(path: &Path) -> Result<std::path::PathBuf> {
-    let mut path = path.to_path_buf();
-    for _ in 0..40 {
-        if let Ok(p) = path.canonicalize() {
-            return Ok(p);
-        }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => std::path::PathBuf::from("."),
-        };
-        match std::fs::read_link(&path) {
-            Ok(target) => path = dir.join(target),
-            Err(_) => {
-                let name = path.file_name().context("it names no file")?;
-                let dir = dir
-                    .canonicalize()
-                    .with_context(|| format!("its directory {}", dir.display()))?;
-                return Ok(dir.join(name));
-            }
-        }
-    }
-    anyhow::bail!("too many levels of symbolic links")
 }
 
 /// The record of a call in flight; written on [`PendingAudit::finish`],

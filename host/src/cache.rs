@@ -190,35 +190,9 @@ impl ComponentCache {
 /// log is). Symlinks are followed; parts of `dir` not made yet are taken as
 /// they are written.
 pub fn check_outside(dir: &Path, worktree: &Path) -> Result<()> {
-    let tree = worktree
-        .canonicalize()
-        .with_context(|| format!("worktree {}", worktree.display()))?;
-    let mut existing = dir;
-    let mut rest = Vec::new();
-    let resolved = loop {
-        if let Ok(p) = existing.canonicalize() {
-            break rest.iter().rev().fold(p, |p, part| p.join(part));
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                existing = if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                };
-            }
-            _ => break dir.to_path_buf(),
-        }
-    };
-    anyhow::ensure!(
-        !resolved.starts_with(&tree),
-        "the compile cache {} lies inside the worktree {} (as {}): its files are native code the \
-         server maps, and a plugin with write access could write one; put it outside",
-        dir.display(),
-        tree.display(),
-        resolved.display()
-    );
+    let why = "a plugin with write access could write an entry, native code the server maps";
+    crate::operator_paths::outside_worktree(dir, worktree, why)
+        .with_context(|| format!("compile cache {}", dir.display()))?;
     Ok(())
 }
 
@@ -251,30 +225,4 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cache_inside_the_worktree_is_refused_however_it_is_named() {
-        let wt = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        let link = outside.path().join("link");
-        std::os::unix::fs::symlink(wt.path(), &link).unwrap();
-        for inside in [
-            wt.path().join(".cache/wasm-mcp"),
-            wt.path().join("a/b/../c"),
-            link.join("not/made/yet"),
-        ] {
-            let e = check_outside(&inside, wt.path()).unwrap_err().to_string();
-            assert!(
-                e.contains("inside the worktree"),
-                "{}: {e}",
-                inside.display()
-            );
-        }
-        check_outside(&outside.path().join("cache/wasm-mcp"), wt.path()).unwrap();
-    }
 }

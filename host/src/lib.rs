@@ -21,6 +21,7 @@ pub mod http;
 pub mod inspect;
 pub mod limits;
 pub mod logpipe;
+pub mod operator_paths;
 pub mod params;
 pub mod pinning;
 pub mod plugin;
