@@ -581,3 +581,83 @@ async fn a_repository_cannot_plant_the_harness_dirs() {
         "a worktree was made"
     );
 }
+
+/// A filter driver defined only under a conditional include of the repo's own
+/// config (`onbranch:agent/**`, `gitdir:**/worktrees/**`) and named by the
+/// base commit's `.gitattributes` never runs: not at `worktree add`
+/// (smudge), not at staging (clean). Listing `filter.*` from the main
+/// branch's config does not see it; the harness neutralizes every driver an
+/// attribute source names (a name holding `=` too, which a `-c key=value`
+/// override would split in the wrong place).
+#[tokio::test]
+async fn a_filter_driver_from_a_conditional_include_never_runs() {
+    for (condition, name) in [
+        ("onbranch:agent/**", "cond"),
+        ("gitdir:**/worktrees/**", "co=nd"),
+    ] {
+        let env = Env::new();
+        let scratch = env.dir.path().join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        let (script, marker) = marker_script(&scratch);
+        let repo = env.repo();
+        std::fs::write(
+            repo.join(".gitattributes"),
+            format!("[attr]tidy filter={name}\n*.txt tidy\n"),
+        )
+        .unwrap();
+        std::fs::write(repo.join("data.txt"), "base\n").unwrap();
+        commit_all(&repo, &[".gitattributes", "data.txt"]);
+        let s = script.display();
+        std::fs::write(
+            repo.join(".git/cond.cfg"),
+            format!("[filter \"{name}\"]\n\tclean = {s}\n\tsmudge = {s}\n\trequired = true\n"),
+        )
+        .unwrap();
+        let mut config = std::fs::OpenOptions::new()
+            .append(true)
+            .open(repo.join(".git/config"))
+            .unwrap();
+        use std::io::Write;
+        writeln!(config, "[includeIf \"{condition}\"]\n\tpath = cond.cfg").unwrap();
+        drop(config);
+        // Positive control: on an agent/ branch in a linked worktree, the
+        // user's own git runs the driver.
+        let probe = scratch.join("probe");
+        git_ok(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "agent/probe",
+                probe.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            marker.exists(),
+            "the conditional driver must be live ({condition})"
+        );
+        git_ok(
+            &repo,
+            &["worktree", "remove", "--force", probe.to_str().unwrap()],
+        );
+        std::fs::remove_file(&marker).unwrap();
+
+        let report = env
+            .run(
+                |wt| std::fs::write(wt.join("new.txt"), "agent\n").unwrap(),
+                |_| {},
+            )
+            .await;
+        assert!(report.ok(), "{:?}", report.error);
+        let c = committed(&report);
+        let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &c.commit]);
+        assert!(files.lines().any(|f| f == "new.txt"), "{files}");
+        assert!(
+            !marker.exists(),
+            "a conditional filter driver ran ({condition}): {}",
+            std::fs::read_to_string(&marker).unwrap()
+        );
+    }
+}

@@ -7,9 +7,14 @@
 //! - No system or global config (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`),
 //!   no inherited `GIT_*` variables.
 //! - `core.hooksPath=/dev/null`, `core.fsmonitor=false`, no external diff, no
-//!   commit signing, and every filter driver the repo config defines is emptied.
+//!   commit signing, and every filter driver is emptied: each one the repo
+//!   config lists, and each one an attribute source of the base commit names
+//!   (a driver defined under a conditional include, `includeIf
+//!   "onbranch:agent/**"`, is not listed from the main branch's config).
+//!   The overrides go in `GIT_CONFIG_KEY_n` / `GIT_CONFIG_VALUE_n`, which
+//!   have no `key=value` split to confuse with a name holding `=`.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -41,8 +46,8 @@ pub struct Git {
     index_file: Option<PathBuf>,
     /// Read `.gitattributes` from this tree-ish, not from the work tree.
     attr_source: Option<String>,
-    /// `-c filter.<name>.*=` for every driver defined in the repo config.
-    filter_overrides: Vec<String>,
+    /// Filter drivers emptied on every command (see the module docs).
+    neutral_filters: Vec<OsString>,
 }
 
 impl Git {
@@ -94,9 +99,10 @@ impl Git {
             work_tree: None,
             index_file: None,
             attr_source: None,
-            filter_overrides: Vec::new(),
+            neutral_filters: Vec::new(),
         };
-        g.filter_overrides = g.filter_drivers();
+        let listed = g.filter_drivers();
+        g.neutralize_filters(listed);
         g
     }
 
@@ -108,7 +114,7 @@ impl Git {
             work_tree: Some(work_tree.to_path_buf()),
             index_file: None,
             attr_source: None,
-            filter_overrides: self.filter_overrides.clone(),
+            neutral_filters: self.neutral_filters.clone(),
         }
     }
 
@@ -128,10 +134,53 @@ impl Git {
 
     /// Take attributes from `tree` (`GIT_ATTR_SOURCE`, git >= 2.40; older
     /// git ignores it), so a tool-written `.gitattributes` cannot change
-    /// what is committed.
+    /// what is committed. Every filter driver they name is emptied.
     pub fn with_attr_source(mut self, tree: &str) -> Self {
         self.attr_source = Some(tree.to_string());
+        self.neutralizing_filters_of(tree)
+    }
+
+    /// Also empty every filter driver named by an attribute source of
+    /// `tree`: its `.gitattributes` files (macros included) and the
+    /// repository's `info/attributes`. Over-matching (`xfilter=a`) only
+    /// empties a driver nothing uses.
+    pub fn neutralizing_filters_of(mut self, tree: &str) -> Self {
+        let mut text = std::fs::read(self.common_dir().join("info/attributes")).unwrap_or_default();
+        let grep = self.run_raw(
+            &[
+                "grep",
+                "--no-color",
+                "-h",
+                "-o",
+                "-I",
+                "-E",
+                r"filter=[^[:space:]]+",
+                tree,
+                "--",
+                ":(glob)**/.gitattributes",
+            ],
+            None,
+        );
+        if let Ok(out) = grep {
+            text.extend_from_slice(b"\n");
+            text.extend_from_slice(&out.stdout);
+        }
+        self.neutralize_filters(filter_names_in(&text));
         self
+    }
+
+    fn neutralize_filters(&mut self, names: impl IntoIterator<Item = OsString>) {
+        self.neutral_filters.extend(names);
+        self.neutral_filters.sort_unstable();
+        self.neutral_filters.dedup();
+    }
+
+    /// The common git dir (a worktree's admin dir has a `commondir` file).
+    fn common_dir(&self) -> PathBuf {
+        match std::fs::read_to_string(self.git_dir.join("commondir")) {
+            Ok(rel) => self.git_dir.join(rel.trim()),
+            Err(_) => self.git_dir.clone(),
+        }
     }
 
     pub fn git_dir(&self) -> &Path {
@@ -189,9 +238,27 @@ impl Git {
     /// The hardened command, ready for arguments.
     pub fn command(&self) -> Command {
         let mut cmd = base_command();
-        for o in &self.filter_overrides {
-            cmd.arg("-c").arg(o);
+        let settings = self.neutral_filters.iter().flat_map(|name| {
+            [
+                ("clean", ""),
+                ("smudge", ""),
+                ("process", ""),
+                ("required", "false"),
+            ]
+            .map(|(k, v)| {
+                let mut key = OsString::from("filter.");
+                key.push(name);
+                key.push(format!(".{k}"));
+                (key, v)
+            })
+        });
+        let mut count = 0;
+        for (i, (key, value)) in settings.enumerate() {
+            cmd.env(format!("GIT_CONFIG_KEY_{i}"), key)
+                .env(format!("GIT_CONFIG_VALUE_{i}"), value);
+            count = i + 1;
         }
+        cmd.env("GIT_CONFIG_COUNT", count.to_string());
         cmd.env("GIT_DIR", &self.git_dir);
         match &self.work_tree {
             Some(w) => {
@@ -210,24 +277,26 @@ impl Git {
         cmd
     }
 
-    fn filter_drivers(&self) -> Vec<String> {
+    /// The filter drivers the repo config lists (as the main branch sees it).
+    fn filter_drivers(&self) -> Vec<OsString> {
         let out = self
             .run(&["config", "--name-only", "--get-regexp", r"^filter\."])
             .unwrap_or_default();
-        let mut names: Vec<&str> = out
-            .lines()
-            .filter_map(|k| k.strip_prefix("filter.")?.rsplit_once('.').map(|(n, _)| n))
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        names
-            .iter()
-            .flat_map(|n| {
-                ["clean=", "smudge=", "process=", "required=false"]
-                    .map(|s| format!("filter.{n}.{s}"))
-            })
+        out.lines()
+            .filter_map(|k| k.strip_prefix("filter.")?.rsplit_once('.'))
+            .map(|(n, _)| n.into())
             .collect()
     }
+}
+
+/// The driver names of the `filter=NAME` tokens in attribute text.
+fn filter_names_in(text: &[u8]) -> Vec<OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    text.split(|b| b.is_ascii_whitespace())
+        .filter_map(|t| t.strip_prefix(b"filter="))
+        .filter(|n| !n.is_empty())
+        .map(|n| OsStr::from_bytes(n).to_owned())
+        .collect()
 }
 
 /// What [`Git::run_raw`] got back.

@@ -69,7 +69,6 @@ impl Worktree {
         base_ref: &str,
     ) -> Result<Self, WorktreeError> {
         let (_, common) = Git::discover(repo)?;
-        let git = Git::repo(&common);
         let run_id = sanitize_id(run_id);
         let path = root.join(&run_id);
         if path.exists() {
@@ -80,6 +79,8 @@ impl Worktree {
         // Resolve first so a bad ref fails with a clear message; in the
         // caller's checkout, so `HEAD` of a linked worktree is its own.
         let commit = Git::resolve_commit(repo, base_ref)?;
+        // Checkout smudges with the drivers the base's attributes name.
+        let git = Git::repo(&common).neutralizing_filters_of(&commit);
         let path_arg = path.display().to_string();
         git.run(&[
             "worktree", "add", "--quiet", "-b", &branch, &path_arg, &commit,
