@@ -212,6 +212,29 @@ async fn foreign_origin_and_spoofed_host_are_403() {
             .unwrap();
         assert_eq!(r.status(), 403, "metadata with Host {host}");
     }
+    // An absolute-form target names the host (RFC 9112 3.2.2: Host is then
+    // ignored), so it is checked as Host is.
+    let meta = "/.well-known/oauth-protected-resource";
+    let authority = s.base.trim_start_matches("http://");
+    for (target, want) in [
+        (format!("http://{authority}{meta}"), 200),
+        (format!("http://evil.example:{port}{meta}"), 403),
+        (format!("http://127.0.0.1.nip.io:{port}{meta}"), 403),
+    ] {
+        let head = format!("GET {target} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+        assert_eq!(raw_status(authority, &head), want, "target {target}");
+    }
+}
+
+/// Sends `head` (a whole request without a body); the status code.
+fn raw_status(authority: &str, head: &str) -> u16 {
+    let mut tcp = std::net::TcpStream::connect(authority).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    tcp.write_all(head.as_bytes()).unwrap();
+    let mut buf = [0u8; 64];
+    let n = tcp.read(&mut buf).unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]).to_string();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 #[tokio::test]

@@ -167,7 +167,7 @@ async fn resource_metadata(State(gate): State<Arc<Gate>>) -> Json<Value> {
 
 /// Step 1, every route.
 async fn guard_origin(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
-    if let Err(refusal) = gate.origin.check(req.headers()) {
+    if let Err(refusal) = gate.origin.check(req.uri(), req.headers()) {
         tracing::warn!("{}", refusal.message());
         return (refusal.status(), refusal.message()).into_response();
     }

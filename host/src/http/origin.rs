@@ -4,7 +4,10 @@
 //! * `Host` must name one of the allowed hosts (by name, any port): the
 //!   loopback names, the bound IP, and `--allowed-host` entries. A page on
 //!   `evil.example` whose name was rebound to 127.0.0.1 sends
-//!   `Host: evil.example:PORT` and is refused.
+//!   `Host: evil.example:PORT` and is refused. A request target in
+//!   absolute form (`POST http://evil.example/mcp`) names the host itself
+//!   (RFC 9112 §3.2.2: `Host` is then ignored), so its authority is checked
+//!   the same way, besides `Host`.
 //! * `Origin`, when present, must be one of the allowed origins exactly
 //!   (scheme, host and port): by default the server's own loopback origins,
 //!   plus `--allowed-origin` entries. Requests without `Origin` (non-browser
@@ -12,7 +15,7 @@
 
 use std::net::SocketAddr;
 
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 
 /// The allow-lists, fixed at start-up.
 #[derive(Clone, Debug)]
@@ -64,11 +67,12 @@ impl OriginPolicy {
         OriginPolicy { hosts, origins }
     }
 
-    /// Check one request's headers.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+    /// Check one request's target and headers.
+    pub fn check(&self, target: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
         let host = single_header(headers, header::HOST).ok_or(Refusal::Host(String::new()))?;
-        if !self.hosts.iter().any(|h| *h == host_name(&host)) {
-            return Err(Refusal::Host(host));
+        self.check_host(&host)?;
+        if let Some(authority) = target.authority() {
+            self.check_host(authority.host())?;
         }
         match headers.get_all(header::ORIGIN).iter().count() {
             0 => Ok(()),
@@ -83,6 +87,16 @@ impl OriginPolicy {
                 }
             }
             _ => Err(Refusal::Origin("<several>".into())),
+        }
+    }
+}
+
+impl OriginPolicy {
+    fn check_host(&self, authority: &str) -> Result<(), Refusal> {
+        if self.hosts.iter().any(|h| *h == host_name(authority)) {
+            Ok(())
+        } else {
+            Err(Refusal::Host(authority.to_string()))
         }
     }
 }
@@ -121,6 +135,22 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
+    fn mcp() -> Uri {
+        Uri::from_static("/mcp")
+    }
+
+    #[test]
+    fn an_absolute_form_target_is_checked_as_host() {
+        let p = policy();
+        let host = headers(&[(header::HOST, "127.0.0.1:8080")]);
+        for ok in ["http://127.0.0.1:8080/mcp", "http://[::1]:8080/mcp", "/mcp"] {
+            assert_eq!(p.check(&Uri::from_static(ok), &host), Ok(()), "{ok}");
+        }
+        for bad in ["http://evil.example/mcp", "http://evil.example:8080/mcp"] {
+            assert!(p.check(&Uri::from_static(bad), &host).is_err(), "{bad}");
+        }
+    }
+
     fn policy() -> OriginPolicy {
         OriginPolicy::new("127.0.0.1:8080".parse().unwrap(), &[], &[])
     }
@@ -137,17 +167,23 @@ mod tests {
     fn loopback_host_and_own_origin_pass() {
         let p = policy();
         assert_eq!(
-            p.check(&headers(&[(header::HOST, "127.0.0.1:8080")])),
+            p.check(&mcp(), &headers(&[(header::HOST, "127.0.0.1:8080")])),
             Ok(())
         );
         assert_eq!(
-            p.check(&headers(&[
-                (header::HOST, "localhost:8080"),
-                (header::ORIGIN, "http://localhost:8080")
-            ])),
+            p.check(
+                &mcp(),
+                &headers(&[
+                    (header::HOST, "localhost:8080"),
+                    (header::ORIGIN, "http://localhost:8080")
+                ])
+            ),
             Ok(())
         );
-        assert_eq!(p.check(&headers(&[(header::HOST, "[::1]:8080")])), Ok(()));
+        assert_eq!(
+            p.check(&mcp(), &headers(&[(header::HOST, "[::1]:8080")])),
+            Ok(())
+        );
     }
 
     #[test]
@@ -160,16 +196,19 @@ mod tests {
             "",
         ] {
             assert!(
-                p.check(&headers(&[(header::HOST, host)])).is_err(),
+                p.check(&mcp(), &headers(&[(header::HOST, host)])).is_err(),
                 "{host}"
             );
         }
-        assert!(p.check(&HeaderMap::new()).is_err(), "no Host");
+        assert!(p.check(&mcp(), &HeaderMap::new()).is_err(), "no Host");
         assert!(p
-            .check(&headers(&[
-                (header::HOST, "127.0.0.1:8080"),
-                (header::HOST, "evil.example")
-            ]))
+            .check(
+                &mcp(),
+                &headers(&[
+                    (header::HOST, "127.0.0.1:8080"),
+                    (header::HOST, "evil.example")
+                ])
+            )
             .is_err());
         for origin in [
             "http://evil.example",
@@ -179,7 +218,7 @@ mod tests {
         ] {
             let h = headers(&[(header::HOST, "127.0.0.1:8080"), (header::ORIGIN, origin)]);
             assert!(
-                matches!(p.check(&h), Err(Refusal::Origin(_))),
+                matches!(p.check(&mcp(), &h), Err(Refusal::Origin(_))),
                 "{origin} passed"
             );
         }
@@ -196,6 +235,6 @@ mod tests {
             (header::HOST, "MCP.example.com"),
             (header::ORIGIN, "https://app.example.com"),
         ]);
-        assert_eq!(p.check(&h), Ok(()));
+        assert_eq!(p.check(&mcp(), &h), Ok(()));
     }
 }
