@@ -417,3 +417,55 @@ async fn openai_transport_error_keeps_its_cause() {
         "cause lost: {e}"
     );
 }
+
+/// A reply asking for more tool calls than the harness runs from one reply:
+/// the first `MAX_TOOL_CALLS_PER_REPLY` run, the rest are dropped from the
+/// conversation (the assistant message keeps only those that ran, so every
+/// call in it has its result) and the model is told so in a note. 10,000
+/// calls of a 64 KB file held 2.7 GB.
+#[tokio::test]
+async fn a_reply_with_too_many_tool_calls_runs_only_the_first() {
+    use wasm_mcp_harness::run::agent::MAX_TOOL_CALLS_PER_REPLY;
+    let env = Env::new(TASK);
+    let fake = fake();
+    let read = local_name("ws", "read_file");
+    let asked = MAX_TOOL_CALLS_PER_REPLY + 68;
+    let calls: Vec<Value> = (0..asked)
+        .map(|i| {
+            json!({"id": format!("call_{i}"), "type": "function",
+            "function": {"name": read, "arguments": "{\"path\":\"README.md\"}"}})
+        })
+        .collect();
+    let replies = vec![
+        json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": calls}}]}),
+        json!({"choices": [{"message": {"role": "assistant", "content": "All done."}}]}),
+    ];
+    let (base, seen) = openai_standin(replies).await;
+    let mut opts = env.opts(&fake);
+    opts.provider_override = Some(Arc::new(
+        OpenAiProvider::new(&base, Some("sk-test".into()), "test-model").unwrap(),
+    ));
+    let report = env.run(opts).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let r = report.result.unwrap();
+    assert_eq!(r.tool_calls, MAX_TOOL_CALLS_PER_REPLY);
+    assert_eq!(fake.calls().len(), MAX_TOOL_CALLS_PER_REPLY);
+
+    let seen = seen.lock().unwrap();
+    let msgs = seen[1].2["messages"].as_array().unwrap();
+    let assistant = msgs.iter().find(|m| m["role"] == "assistant").unwrap();
+    let kept = assistant["tool_calls"].as_array().unwrap();
+    assert_eq!(kept.len(), MAX_TOOL_CALLS_PER_REPLY);
+    let answered: Vec<&Value> = msgs.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(answered.len(), MAX_TOOL_CALLS_PER_REPLY);
+    for (call, result) in kept.iter().zip(&answered) {
+        assert_eq!(call["id"], result["tool_call_id"]);
+    }
+    let note = msgs.last().unwrap();
+    assert_eq!(note["role"], "user", "{note}");
+    let text = note["content"].as_str().unwrap();
+    assert!(
+        text.contains(&asked.to_string()) && text.contains(&MAX_TOOL_CALLS_PER_REPLY.to_string()),
+        "{text}"
+    );
+}

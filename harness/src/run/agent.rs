@@ -11,6 +11,12 @@ pub const SYSTEM_PROMPT: &str = "You are a coding agent working in a sandboxed g
 Use the provided tools to inspect and change files; paths are relative to the worktree root. \
 Tool results starting with `error:` are failures. Finish with a short final answer and no tool calls.";
 
+/// Tool calls run from one model reply. The rest are dropped from the
+/// conversation (the assistant message keeps the calls that ran, so each has
+/// its result) and the model is told so: a reply cannot make the harness run
+/// and hold thousands of results (10,000 reads of a 64 KB file held 2.7 GB).
+pub const MAX_TOOL_CALLS_PER_REPLY: usize = 32;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error(transparent)]
@@ -104,9 +110,11 @@ pub async fn run_loop_until(
             "model_reply",
             json!({"round": round, "content": reply.content, "tool_calls": reply.tool_calls}),
         );
-        let calls = reply.tool_calls.clone().unwrap_or_default();
+        let mut calls = reply.tool_calls.clone().unwrap_or_default();
+        let dropped = calls.split_off(calls.len().min(MAX_TOOL_CALLS_PER_REPLY));
         messages.push(ChatMessage {
             role: "assistant".into(),
+            tool_calls: (!calls.is_empty()).then(|| calls.clone()),
             ..reply.clone()
         });
         if calls.is_empty() {
@@ -181,6 +189,19 @@ pub async fn run_loop_until(
                 }),
             );
             messages.push(ChatMessage::tool(&call.id, &outcome.model_text));
+        }
+        if !dropped.is_empty() {
+            let asked = MAX_TOOL_CALLS_PER_REPLY + dropped.len();
+            trace.record(
+                "tool_calls_dropped",
+                json!({"round": round, "asked": asked, "run": MAX_TOOL_CALLS_PER_REPLY}),
+            );
+            messages.push(ChatMessage::user(&format!(
+                "Note from the harness: your last reply asked for {asked} tool calls; only the \
+                 first {MAX_TOOL_CALLS_PER_REPLY} ran (their results are above) and the rest were \
+                 dropped. Ask again for any you still need, at most \
+                 {MAX_TOOL_CALLS_PER_REPLY} per reply."
+            )));
         }
     }
     Err(AgentError::MaxRounds(max_rounds))
