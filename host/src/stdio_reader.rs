@@ -121,7 +121,7 @@ pub fn parse_line(line: &[u8]) -> Line {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Line::Skipped;
     }
-    if json_values(line) > MAX_JSON_VALUES {
+    if wasm_mcp_protocol::json_values(line) > MAX_JSON_VALUES {
         let message =
             format!("the request holds more than {MAX_JSON_VALUES} JSON values; it was not read");
         return answer_or_drop(line, ErrorData::invalid_request(message, None));
@@ -165,31 +165,6 @@ fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
         );
     }
     Line::Skipped
-}
-
-/// About how many JSON values `line` holds, counted without parsing it:
-/// its objects and arrays, and the members or items after a first (its
-/// commas outside strings). Never fewer than the values a parser makes of
-/// it, less its scalars that stand alone.
-fn json_values(line: &[u8]) -> usize {
-    let (mut n, mut in_string, mut escaped) = (0usize, false, false);
-    for &b in line {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-        } else {
-            match b {
-                b'"' => in_string = true,
-                b'{' | b'[' | b',' => n += 1,
-                _ => {}
-            }
-        }
-    }
-    n
 }
 
 /// The `id` of the object `line` is, read from its top level without

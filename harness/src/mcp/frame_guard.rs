@@ -5,7 +5,8 @@
 //! timeout and ends `unknown`. Here every line is checked first, holding at
 //! most [`MAX_FRAME_BYTES`] of it:
 //! * a line that fits and parses as JSON passes through unchanged;
-//! * an oversized or unparseable line is replaced by a JSON-RPC error
+//! * an oversized or unparseable line, or one of more than
+//!   [`MAX_FRAME_JSON_VALUES`] JSON values, is replaced by a JSON-RPC error
 //!   response for the request id found at the start of the frame (rmcp and
 //!   most servers write `{"jsonrpc":"2.0","id":…` first), so that one call
 //!   fails promptly with a clear message;
@@ -17,6 +18,12 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader, DuplexStre
 
 /// Longest frame passed on (the newline excluded): rmcp's line limit.
 pub const MAX_FRAME_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH - 1;
+
+/// Most JSON values one frame may hold ([`wasm_mcp_protocol::json_values`],
+/// counted before parsing): a 15 MiB frame of `[{},{},…]` (5 million
+/// objects) peaked at 1 GB in the harness. Ten times the server's bound on
+/// a request: a result listing 100,000 entries of a few fields fits.
+pub const MAX_FRAME_JSON_VALUES: usize = 1_000_000;
 
 /// Bytes at the start of a frame searched for its id.
 const ID_WINDOW: usize = 4096;
@@ -101,6 +108,12 @@ async fn read_frame(reader: &mut BufReader<Reader>, max: usize) -> std::io::Resu
 fn vet(frame: Frame, max_frame: usize) -> Option<Vec<u8>> {
     let (head, why) = match frame {
         Frame::Whole(line) if line.iter().all(u8::is_ascii_whitespace) => return Some(line),
+        Frame::Whole(line) if wasm_mcp_protocol::json_values(&line) > MAX_FRAME_JSON_VALUES => (
+            line,
+            format!(
+                "the server's response frame holds more than {MAX_FRAME_JSON_VALUES} JSON values; it was not read"
+            ),
+        ),
         Frame::Whole(line) => match serde_json::from_slice::<serde::de::IgnoredAny>(&line) {
             Ok(_) => return Some(line),
             Err(e) => (line, format!("the server sent a frame that is not valid JSON ({e})")),
@@ -214,6 +227,35 @@ mod tests {
             .unwrap()
             .contains("not valid JSON"));
         assert_eq!(lines[3]["id"], 1);
+    }
+
+    /// A frame of `[{},{},…]` is small on the wire and huge parsed (a
+    /// 15 MiB one peaked at 1 GB): past the value bound it is that call's
+    /// error, never parsed; at the bound it passes.
+    #[tokio::test]
+    async fn a_frame_of_too_many_json_values_is_its_calls_error() {
+        let frame = |items: usize| {
+            let list = vec!["{}"; items].join(",");
+            format!(r#"{{"jsonrpc":"2.0","id":5,"result":{{"x":[{list}]}}}}"#)
+        };
+        // Two top-level commas, `{`, `{`, `[`, then a `{` per item and a
+        // comma per further item: 2 × items + 4.
+        let fits = (MAX_FRAME_JSON_VALUES - 4) / 2;
+        assert_eq!(
+            wasm_mcp_protocol::json_values(frame(fits).as_bytes()),
+            MAX_FRAME_JSON_VALUES
+        );
+        let input = format!("{}\n{}\n", frame(fits), frame(fits + 1));
+        let out = through(input.into_bytes(), MAX_FRAME_BYTES).await;
+        let lines: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["result"]["x"].as_array().unwrap().len(), fits);
+        assert_eq!(lines[1]["id"], 5);
+        let m = lines[1]["error"]["message"].as_str().unwrap();
+        assert!(m.contains(&MAX_FRAME_JSON_VALUES.to_string()), "{m}");
     }
 
     #[tokio::test]

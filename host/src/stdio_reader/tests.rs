@@ -149,5 +149,5 @@ fn a_request_of_too_many_values_is_refused_before_it_is_parsed() {
         ",".repeat(10)
     );
     assert!(matches!(parse_line(text.as_bytes()), Line::Message(_)));
-    assert_eq!(json_values(br#"[1,2,{"a":[3]}]"#), 5);
+    assert_eq!(wasm_mcp_protocol::json_values(br#"[1,2,{"a":[3]}]"#), 5);
 }
