@@ -382,6 +382,54 @@ async fn binary_in_structured_content_is_an_artifact_and_its_reference_is_never_
     s.shutdown().await;
 }
 
+/// A result of 2,000 distinct images: only the first
+/// `MAX_ARTIFACTS_PER_RESULT` are stored, and the model's text stays under
+/// its cap with their references and a count of the rest (15,000 image
+/// blocks made a 2.3 MB tool message, references being exempt from the cap,
+/// and as many files).
+#[tokio::test]
+async fn a_result_of_thousands_of_images_keeps_a_bounded_few() {
+    use base64::Engine;
+    use wasm_mcp_harness::mcp::adapter::MAX_ARTIFACTS_PER_RESULT;
+    let enc = |i: u32| base64::engine::general_purpose::STANDARD.encode(i.to_le_bytes());
+    let blocks: Vec<Value> = (0..2000u32)
+        .map(|i| json!({"type": "image", "data": enc(i), "mimeType": "image/png"}))
+        .collect();
+    let mut cfg = FakeConfig::default();
+    cfg.behaviors.insert(
+        "read_file".into(),
+        Behavior::Result(json!({"content": blocks})),
+    );
+    let fake = FakeServer::new(cfg);
+    let (mut s, _t, dir) = session(&fake, policy("")).await;
+    let o = s.pipeline().invoke(&read_file(), r#"{"path": "a"}"#).await;
+    assert!(
+        !o.is_error(),
+        "{}",
+        &o.model_text[..200.min(o.model_text.len())]
+    );
+    assert_eq!(o.artifacts.len(), MAX_ARTIFACTS_PER_RESULT);
+    let files = std::fs::read_dir(dir.path().join("artifacts"))
+        .unwrap()
+        .count();
+    assert_eq!(files, MAX_ARTIFACTS_PER_RESULT);
+    assert!(
+        o.model_text.len() <= MAX_MODEL_TEXT,
+        "{}",
+        o.model_text.len()
+    );
+    for a in &o.artifacts {
+        assert!(o.model_text.contains(&a.display().to_string()));
+    }
+    let rest = 2000 - MAX_ARTIFACTS_PER_RESULT;
+    assert!(
+        o.model_text.contains(&format!("{rest} more")),
+        "{}",
+        o.model_text
+    );
+    s.shutdown().await;
+}
+
 #[tokio::test]
 async fn timeout_is_unknown_and_retried_only_when_policy_allows() {
     let mut cfg = FakeConfig::default();

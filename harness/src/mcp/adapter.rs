@@ -33,6 +33,11 @@ use crate::tools::pipeline::{
 };
 use crate::BoxFut;
 
+/// Binary payloads of one result stored as artifacts; the rest are counted
+/// and withheld (15,000 image blocks made as many files and a 2.3 MB tool
+/// message, artifact references being exempt from the model-text cap).
+pub const MAX_ARTIFACTS_PER_RESULT: usize = 32;
+
 /// Where non-text content goes.
 #[derive(Debug)]
 pub struct ArtifactStore {
@@ -285,6 +290,7 @@ impl McpToolHandler {
             structured,
             model_structured,
             artifacts: stored.artifacts,
+            artifacts_withheld: stored.withheld,
             refused: stored.refused,
             attempts: 1,
         })
@@ -315,6 +321,10 @@ impl McpToolHandler {
         let digest: [u8; 32] = Sha256::digest(&bytes).into();
         if let Some(i) = stored.digests.iter().position(|d| *d == digest) {
             return Some(stored.artifacts[i].reference.clone());
+        }
+        if stored.artifacts.len() >= MAX_ARTIFACTS_PER_RESULT {
+            stored.withheld += 1;
+            return None;
         }
         match self.artifacts.store(&self.remote, mime, &bytes).await {
             Ok(path) => {
@@ -363,6 +373,8 @@ struct StoredContent {
     artifacts: Vec<Artifact>,
     /// SHA-256 of each artifact's bytes, to reuse one artifact for repeats.
     digests: Vec<[u8; 32]>,
+    /// Binary payloads past [`MAX_ARTIFACTS_PER_RESULT`], not stored.
+    withheld: usize,
     refused: Option<String>,
 }
 

@@ -41,6 +41,8 @@ pub struct HandlerOutput {
     pub model_structured: Option<Value>,
     /// Non-text content stored as files; their references always reach the model.
     pub artifacts: Vec<Artifact>,
+    /// Binary payloads past the per-result bound, neither stored nor shown.
+    pub artifacts_withheld: usize,
     /// Refused content (policy `artifacts = "refuse"`), reported as an error.
     pub refused: Option<String>,
     pub attempts: u32,
@@ -562,16 +564,27 @@ async fn check_output(
         Some(s) => s.to_string(),
         None => output.text,
     };
-    Ok(with_references(body, &output.artifacts))
+    Ok(with_references(
+        body,
+        &output.artifacts,
+        output.artifacts_withheld,
+    ))
 }
 
 /// `body` capped for the model, then every artifact reference, which the
-/// cap never cuts.
-fn with_references(body: String, artifacts: &[Artifact]) -> String {
-    if artifacts.is_empty() {
+/// cap never cuts (there are at most `MAX_ARTIFACTS_PER_RESULT`), and how
+/// many binary payloads were withheld past them.
+fn with_references(body: String, artifacts: &[Artifact], withheld: usize) -> String {
+    if artifacts.is_empty() && withheld == 0 {
         return cap(body);
     }
-    let refs: Vec<&str> = artifacts.iter().map(|a| a.reference.as_str()).collect();
+    let mut refs: Vec<String> = artifacts.iter().map(|a| a.reference.clone()).collect();
+    if withheld > 0 {
+        refs.push(format!(
+            "[{withheld} more binary payloads withheld: at most {} are stored per result]",
+            artifacts.len()
+        ));
+    }
     let refs = refs.join("\n");
     let room = MAX_MODEL_TEXT.saturating_sub(refs.len() + 1 + TRUNCATED.len());
     let mut text = truncate_marked(body, room, TRUNCATED);
