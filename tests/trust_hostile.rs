@@ -698,16 +698,17 @@ fn an_audit_log_a_plugin_could_reach_is_refused_and_a_failing_one_does_not_stop_
     assert!(!inside.exists(), "nothing was created in the worktree");
     // A device that fails every write: the calls go on, the loss is logged.
     let (mut srv, log) = Server::start_logged(wt.path(), dir.path(), &["--audit-log", "/dev/full"]);
-    for _ in 0..3 {
+    for _ in 0..5 {
         let r = srv.call("list_dir", json!({"path": "."}));
         assert!(!is_error(&r), "{r}");
     }
     srv.shutdown();
     let log = log.read();
     assert!(log.contains("could not write the audit log"), "{log}");
+    // Logged the 1st, 2nd and 4th time, not each time.
     assert_eq!(
         log.matches("could not write the audit log").count(),
-        1,
+        3,
         "{log}"
     );
 }

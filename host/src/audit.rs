@@ -11,12 +11,11 @@
 //! worktree (a plugin with write access could rewrite it), be a regular
 //! file (or a character device) with no other hard link. Writing it never
 //! holds a call up: a line that cannot be written is counted and logged
-//! at error level (the first failure, then every 100th), and the call
+//! at error level (the first failure, then at each power of two), and the call
 //! goes on.
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -28,6 +27,7 @@ use wasm_mcp_protocol::{ErrorKind, CALL_ID_META};
 
 use crate::grants::{Filesystem, Grant};
 use crate::plugin::{CallStats, Plugin};
+use crate::repeats::Repeats;
 
 /// Longest call id recorded (chars; the client's `_meta[CALL_ID_META]`).
 const MAX_CALL_ID_CHARS: usize = 200;
@@ -98,7 +98,7 @@ impl Serialize for AuditOutcome {
 pub struct AuditLog {
     file: Option<Mutex<std::fs::File>>,
     /// Lines that could not be written.
-    lost: AtomicU64,
+    lost: Repeats,
 }
 
 /// One line of the audit log.
@@ -141,7 +141,7 @@ impl AuditLog {
         };
         Ok(AuditLog {
             file,
-            lost: AtomicU64::new(0),
+            lost: Repeats::new(),
         })
     }
 
@@ -196,8 +196,7 @@ impl AuditLog {
         line.push(b'\n');
         let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = f.write_all(&line) {
-            let lost = self.lost.fetch_add(1, Ordering::Relaxed) + 1;
-            if lost % 100 == 1 {
+            if let Some(lost) = self.lost.note() {
                 tracing::error!(
                     lost,
                     "could not write the audit log: {e}; calls go on, their audit lines are lost"

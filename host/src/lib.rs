@@ -27,6 +27,7 @@ pub mod pinning;
 pub mod plugin;
 pub mod progress;
 pub mod registry;
+pub mod repeats;
 pub mod sandbox;
 pub mod scaffold;
 pub mod server;

@@ -12,11 +12,11 @@
 //! the official SDKs do (an answer to garbage can start an echo storm with
 //! a peer that answers garbage too), and the log says so.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use rmcp::model::{ErrorCode, ErrorData, NumberOrString, RequestId};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+use crate::repeats::Repeats;
 
 /// Longest line read (rmcp's `DEFAULT_MAX_LINE_LENGTH`): a request is
 /// small, and the largest argument a tool takes is far below it.
@@ -155,9 +155,8 @@ fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
         tracing::info!(%id, "request refused: {}", error.message);
         return Line::Refused(TxJsonRpcMessage::<RoleServer>::error(error, Some(id)));
     }
-    static DROPPED: AtomicU64 = AtomicU64::new(0);
-    let n = DROPPED.fetch_add(1, Ordering::Relaxed) + 1;
-    if n.is_power_of_two() {
+    static DROPPED: Repeats = Repeats::new();
+    if let Some(n) = DROPPED.note() {
         tracing::warn!(
             dropped = n,
             "a line with no request id to answer was dropped: {}",

@@ -13,7 +13,6 @@
 //!   those open finish their requests for up to [`SHUTDOWN_GRACE`].
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +22,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+
+use crate::repeats::Repeats;
 
 /// Time a client has to send a request's headers (and the most a
 /// connection stays idle between requests).
@@ -86,9 +87,8 @@ pub async fn serve(
 /// A connection past the bound: closed (its stream dropped), logged the
 /// first time and then at each power of two.
 fn refused(peer: std::net::SocketAddr, max: usize) {
-    static REFUSED: AtomicU64 = AtomicU64::new(0);
-    let n = REFUSED.fetch_add(1, Ordering::Relaxed) + 1;
-    if n.is_power_of_two() {
+    static REFUSED: Repeats = Repeats::new();
+    if let Some(n) = REFUSED.note() {
         tracing::warn!(%peer, refused = n, "connection closed: {max} already open (--max-connections)");
     }
 }
