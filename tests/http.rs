@@ -622,7 +622,7 @@ fn idle_and_surplus_connections_are_closed() {
 /// A request's body is read before it takes an in-flight slot: clients
 /// that send headers and never their body hold none (they held all 64 for
 /// good), and listening streams take none either (64 of them locked every
-/// other request out).
+/// other request out). The stalled ones are answered 408 after 30 s.
 #[tokio::test]
 async fn stalled_bodies_and_listening_streams_hold_no_slot() {
     let (wt, plugins) = (worktree(), workspace_plugins());
@@ -668,7 +668,24 @@ async fn stalled_bodies_and_listening_streams_hold_no_slot() {
         msg["result"]["structuredContent"]["content"], "inside\n",
         "{msg}"
     );
-    drop((stalled, listening));
+    drop(listening);
+    // A body not sent within 30 s is answered 408 (and its connection closed).
+    let started = Instant::now();
+    let status = tokio::task::spawn_blocking(move || {
+        let mut tcp = stalled.pop().unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(45))).unwrap();
+        let mut head = [0u8; 64];
+        let n = tcp.read(&mut head).unwrap();
+        String::from_utf8_lossy(&head[..n]).to_string()
+    })
+    .await
+    .unwrap();
+    assert!(status.starts_with("HTTP/1.1 408"), "{status:?}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// A body that is not a JSON-RPC message gets 400 and the JSON-RPC error
