@@ -4,7 +4,8 @@
 //! ignores a line that is not JSON, so the call it answered waits out its
 //! timeout and ends `unknown`. Here every line is checked first, holding at
 //! most [`MAX_FRAME_BYTES`] of it:
-//! * a line that fits and parses as JSON passes through unchanged;
+//! * a line that fits and parses as a message (rmcp's own type, so what
+//!   rmcp would drop is caught here) passes through unchanged;
 //! * an oversized or unparseable line, or one of more than
 //!   [`MAX_FRAME_JSON_VALUES`] JSON values, is replaced by a JSON-RPC error
 //!   response for the request id found at the start of the frame (rmcp and
@@ -13,6 +14,7 @@
 //! * if no id can be found, the stream is ended (logged): the connection is
 //!   lost and every pending call fails at once instead of timing out.
 
+use rmcp::service::{RoleClient, RxJsonRpcMessage};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader, DuplexStream};
 
@@ -114,9 +116,18 @@ fn vet(frame: Frame, max_frame: usize) -> Option<Vec<u8>> {
                 "the server's response frame holds more than {MAX_FRAME_JSON_VALUES} JSON values; it was not read"
             ),
         ),
-        Frame::Whole(line) => match serde_json::from_slice::<serde::de::IgnoredAny>(&line) {
+        // Parsed as rmcp will parse it: what it would drop (a frame that is
+        // not JSON, or JSON that is not a message, `"jsonrpc":"1.0"`, a
+        // result with an error) is an error here, not a silent timeout.
+        Frame::Whole(line) => match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(&line) {
             Ok(_) => return Some(line),
-            Err(e) => (line, format!("the server sent a frame that is not valid JSON ({e})")),
+            Err(e) => {
+                let what = match e.classify() {
+                    serde_json::error::Category::Data => "not a JSON-RPC message",
+                    _ => "not valid JSON",
+                };
+                (line, format!("the server sent a frame that is {what} ({e})"))
+            }
         },
         Frame::Oversized { head, bytes } => (
             head,
@@ -256,6 +267,31 @@ mod tests {
         assert_eq!(lines[1]["id"], 5);
         let m = lines[1]["error"]["message"].as_str().unwrap();
         assert!(m.contains(&MAX_FRAME_JSON_VALUES.to_string()), "{m}");
+    }
+
+    /// JSON that rmcp would not read as a message (and so drop, leaving
+    /// its call to time out) is that call's error at once.
+    #[tokio::test]
+    async fn json_that_is_not_a_message_is_its_calls_error() {
+        let input = concat!(
+            r#"{"jsonrpc":"1.0","id":3,"result":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":4,"result":{},"error":{"code":1,"message":"x"}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":5,"result":{}}"#,
+            "\n"
+        );
+        let out = through(input.as_bytes().to_vec(), 200).await;
+        let lines: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        for (line, id) in lines[..2].iter().zip([3, 4]) {
+            assert_eq!(line["id"], id, "{out}");
+            assert_eq!(line["error"]["code"], FRAME_ERROR_CODE, "{out}");
+        }
+        assert_eq!(lines[2], json!({"jsonrpc":"2.0","id":5,"result":{}}));
     }
 
     #[tokio::test]
