@@ -75,6 +75,27 @@ impl Env {
             ..Default::default()
         }
     }
+    /// A run on an OpenAI-compatible stand-in whose model first asks for
+    /// `calls`, then answers "All done."; the report and the requests seen.
+    async fn run_openai(
+        &self,
+        fake: &FakeServer,
+        calls: Value,
+    ) -> (wasm_mcp_harness::RunReport, Vec<(String, String, Value)>) {
+        let replies = vec![
+            json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": calls}}]}),
+            json!({"choices": [{"message": {"role": "assistant", "content": "All done."}}]}),
+        ];
+        let (base, seen) = openai_standin(replies).await;
+        let mut opts = self.opts(fake);
+        opts.provider_override = Some(Arc::new(
+            OpenAiProvider::new(&base, Some("sk-test".into()), "test-model").unwrap(),
+        ));
+        let report = self.run(opts).await;
+        let seen = seen.lock().unwrap().clone();
+        (report, seen)
+    }
+
     async fn run(&self, opts: RunOptions) -> wasm_mcp_harness::RunReport {
         run_task(
             &self.dir.path().join("policy.toml"),
@@ -234,19 +255,11 @@ async fn openai_compatible_provider_round_trip() {
     let env = Env::new(TASK);
     let fake = fake();
     let read = local_name("ws", "read_file");
-    let replies = vec![
-        json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": read, "arguments": "{\"path\":\"README.md\"}"}},
-            {"id": "call_2", "type": "function", "function": {"name": read, "arguments": "{\"path\": 5}"}}
-        ]}}]}),
-        json!({"choices": [{"message": {"role": "assistant", "content": "All done."}}]}),
-    ];
-    let (base, seen) = openai_standin(replies).await;
-    let mut opts = env.opts(&fake);
-    opts.provider_override = Some(Arc::new(
-        OpenAiProvider::new(&base, Some("sk-test".into()), "test-model").unwrap(),
-    ));
-    let report = env.run(opts).await;
+    let calls = json!([
+        {"id": "call_1", "type": "function", "function": {"name": read, "arguments": "{\"path\":\"README.md\"}"}},
+        {"id": "call_2", "type": "function", "function": {"name": read, "arguments": "{\"path\": 5}"}}
+    ]);
+    let (report, seen) = env.run_openai(&fake, calls).await;
     assert!(report.ok(), "{:?}", report.error);
     assert_eq!(report.provider, "openai");
     let r = report.result.unwrap();
@@ -258,7 +271,6 @@ async fn openai_compatible_provider_round_trip() {
     );
     assert_eq!(fake.calls().len(), 1, "bad args were not sent");
 
-    let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
     let (line, auth, first) = &seen[0];
     assert!(line.starts_with("POST /v1/chat/completions "), "{line}");
@@ -436,22 +448,12 @@ async fn a_reply_with_too_many_tool_calls_runs_only_the_first() {
             "function": {"name": read, "arguments": "{\"path\":\"README.md\"}"}})
         })
         .collect();
-    let replies = vec![
-        json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": calls}}]}),
-        json!({"choices": [{"message": {"role": "assistant", "content": "All done."}}]}),
-    ];
-    let (base, seen) = openai_standin(replies).await;
-    let mut opts = env.opts(&fake);
-    opts.provider_override = Some(Arc::new(
-        OpenAiProvider::new(&base, Some("sk-test".into()), "test-model").unwrap(),
-    ));
-    let report = env.run(opts).await;
+    let (report, seen) = env.run_openai(&fake, Value::Array(calls)).await;
     assert!(report.ok(), "{:?}", report.error);
     let r = report.result.unwrap();
     assert_eq!(r.tool_calls, MAX_TOOL_CALLS_PER_REPLY);
     assert_eq!(fake.calls().len(), MAX_TOOL_CALLS_PER_REPLY);
 
-    let seen = seen.lock().unwrap();
     let msgs = seen[1].2["messages"].as_array().unwrap();
     let assistant = msgs.iter().find(|m| m["role"] == "assistant").unwrap();
     let kept = assistant["tool_calls"].as_array().unwrap();
