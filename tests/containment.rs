@@ -453,6 +453,29 @@ fn a_plugin_cannot_take_the_servers_open_files() {
     assert_flag_refused(wt.path(), plugins.path(), "--max-open-files", "0");
 }
 
+/// A read stream of a file holds a buffer on the host once a read is
+/// started (wasmtime-wasi reads ahead on a blocking thread), outside the
+/// call's memory limit: 99,000 streams of one open file took 6.4 GB in one
+/// call (a helper's find). Streams count as open files, so a call holds at
+/// most `--max-open-files` of them, and dropped ones count no more.
+#[test]
+fn read_streams_count_as_open_files() {
+    let wt = worktree();
+    std::fs::write(wt.path().join("big.bin"), vec![b'h'; 65536]).unwrap();
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--max-open-files", "64"]);
+    let r = s.call("hold_files", json!({"count": 5000, "streams_of": "big.bin"}));
+    assert_eq!(error_kind(&r), "quota_exceeded", "{r}");
+    assert!(text_of(&r).contains("more than 64"), "{r}");
+    // The file and 63 streams fit; again and again (each call's are freed).
+    for _ in 0..3 {
+        let r = s.call("hold_files", json!({"count": 63, "streams_of": "big.bin"}));
+        assert!(!is_error(&r), "{r}");
+        let out: Value = serde_json::from_str(&text_of(&r)).unwrap();
+        assert_eq!(out["opened"], 63, "{r}");
+    }
+}
+
 /// A hostile file tree for the workspace plugin's own limits: a file whose
 /// escaped text is 6× its bytes (900,000 control characters: 5.4 MB of
 /// JSON, over the host's 5 MiB output cap) is still readable, cut and

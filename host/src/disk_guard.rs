@@ -23,8 +23,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
     self, ErrorCode, HostDescriptor, HostDirectoryEntryStream,
 };
 use wasmtime_wasi::p2::{
-    DynInputStream, DynOutputStream, FsError, FsResult, OutputStream, Pollable, StreamError,
-    StreamResult,
+    DynInputStream, DynOutputStream, FsError, FsResult, InputStream, OutputStream, Pollable,
+    StreamError, StreamResult,
 };
 
 use crate::disk_budget::{CallBudget, Charge, Cost, Exceeded};
@@ -502,12 +502,27 @@ impl HostDescriptor for GuardedFs<'_> {
         self.fs.unlink_file_at(fd, path).await
     }
 
+    /// Counted as an open file while it lives: a stream with a read
+    /// started holds its buffer on the host (99,000 took 6.4 GB in a call).
     fn read_via_stream(
         &mut self,
         fd: Resource<types::Descriptor>,
         offset: types::Filesize,
     ) -> FsResult<Resource<DynInputStream>> {
-        self.fs.read_via_stream(fd, offset)
+        self.budget.open_file()?;
+        let stream = match self.fs.read_via_stream(fd, offset) {
+            Ok(s) => s,
+            Err(e) => {
+                self.budget.close_file();
+                return Err(e);
+            }
+        };
+        let inner = self.fs.table.delete(stream)?;
+        let counted: DynInputStream = Box::new(CountedInput {
+            inner,
+            budget: self.budget.clone(),
+        });
+        Ok(self.fs.table.push(counted)?)
     }
 
     async fn is_same_object(
@@ -552,6 +567,48 @@ impl HostDirectoryEntryStream for GuardedFs<'_> {
     fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
         self.budget.close_file();
         HostDirectoryEntryStream::drop(&mut self.fs, stream)
+    }
+}
+
+/// A file input stream, counted by [`CallBudget::open_file`] until dropped.
+struct CountedInput {
+    inner: DynInputStream,
+    budget: CallBudget,
+}
+
+impl Drop for CountedInput {
+    fn drop(&mut self) {
+        self.budget.close_file();
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CountedInput {
+    async fn ready(&mut self) {
+        self.inner.ready().await
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl InputStream for CountedInput {
+    fn read(&mut self, size: usize) -> StreamResult<Bytes> {
+        self.inner.read(size)
+    }
+
+    async fn blocking_read(&mut self, size: usize) -> StreamResult<Bytes> {
+        self.inner.blocking_read(size).await
+    }
+
+    fn skip(&mut self, nelem: usize) -> StreamResult<usize> {
+        self.inner.skip(nelem)
+    }
+
+    async fn blocking_skip(&mut self, nelem: usize) -> StreamResult<usize> {
+        self.inner.blocking_skip(nelem).await
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await
     }
 }
 

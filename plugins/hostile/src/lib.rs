@@ -71,6 +71,7 @@ pub fn tools() -> Vec<Tool> {
             obj(
                 json!({"count": {"type": "integer", "minimum": 0},
                        "listings": {"type": "boolean"},
+                       "streams_of": {"type": "string"},
                        "hold_ms": {"type": "integer", "minimum": 0}}),
                 &["count"],
             ),
@@ -161,7 +162,12 @@ fn symlink(target: &str, link: &str) -> std::io::Result<()> {
 /// See the `hold_files` tool: how many handles it got, and the error that
 /// stopped it.
 #[cfg(target_arch = "wasm32")]
-fn hold_files(count: u64, listings: bool, hold_ms: u64) -> (usize, Option<String>) {
+fn hold_files(
+    count: u64,
+    listings: bool,
+    streams_of: Option<&str>,
+    hold_ms: u64,
+) -> (usize, Option<String>) {
     use wasip2::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
     let Some((root, _)) = wasip2::filesystem::preopens::get_directories()
         .into_iter()
@@ -170,6 +176,9 @@ fn hold_files(count: u64, listings: bool, hold_ms: u64) -> (usize, Option<String
         return (0, Some("no preopened directory".into()));
     };
     let (mut files, mut streams, mut error) = (Vec::new(), Vec::new(), None);
+    if let Some(path) = streams_of {
+        return hold_read_streams(&root, path, count, hold_ms);
+    }
     for _ in 0..count {
         let held = if listings {
             root.read_directory().map(|s| streams.push(s))
@@ -191,8 +200,44 @@ fn hold_files(count: u64, listings: bool, hold_ms: u64) -> (usize, Option<String
     (files.len() + streams.len(), error)
 }
 
+/// One file opened, then `count` read streams of it, each with a read of
+/// 64 KiB started (a buffer on the host until the guest takes it), all kept.
+#[cfg(target_arch = "wasm32")]
+fn hold_read_streams(
+    root: &wasip2::filesystem::types::Descriptor,
+    path: &str,
+    count: u64,
+    hold_ms: u64,
+) -> (usize, Option<String>) {
+    use wasip2::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+    let file = match root.open_at(
+        PathFlags::empty(),
+        path,
+        OpenFlags::empty(),
+        DescriptorFlags::READ,
+    ) {
+        Ok(f) => f,
+        Err(e) => return (0, Some(format!("{e:?}"))),
+    };
+    let (mut streams, mut error) = (Vec::new(), None);
+    for _ in 0..count {
+        match file.read_via_stream(0) {
+            Ok(s) => {
+                let _ = s.read(65536);
+                streams.push(s);
+            }
+            Err(e) => {
+                error = Some(format!("{e:?}"));
+                break;
+            }
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(hold_ms));
+    (streams.len(), error)
+}
+
 #[cfg(not(target_arch = "wasm32"))]
-fn hold_files(_: u64, _: bool, _: u64) -> (usize, Option<String>) {
+fn hold_files(_: u64, _: bool, _: Option<&str>, _: u64) -> (usize, Option<String>) {
     (0, Some("only in wasm".into()))
 }
 
@@ -303,14 +348,16 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
             json!({"calls": CALLS.fetch_add(1, Ordering::Relaxed) + 1})
         }
         // Opens the worktree's root `count` times (or lists it, with
-        // `listings`) straight through `wasi:filesystem`, not the preview1
-        // adapter with its own small descriptor table, keeps every handle,
-        // then sleeps `hold_ms` holding them.
+        // `listings`, or opens read streams of the file `streams_of`, each
+        // with a read started) straight through `wasi:filesystem`, not the
+        // preview1 adapter with its own small descriptor table, keeps every
+        // handle, then sleeps `hold_ms` holding them.
         "hold_files" => {
             let count = args.get("count").and_then(Value::as_u64).unwrap_or(0);
             let listings = args.get("listings").and_then(Value::as_bool) == Some(true);
             let hold = args.get("hold_ms").and_then(Value::as_u64).unwrap_or(0);
-            let (opened, error) = hold_files(count, listings, hold);
+            let streams_of = args.get("streams_of").and_then(Value::as_str);
+            let (opened, error) = hold_files(count, listings, streams_of, hold);
             json!({"opened": opened, "error": error})
         }
         "sleep_forever" => loop {
