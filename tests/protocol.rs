@@ -322,6 +322,30 @@ fn every_listen_stream_hears_of_hot_reload_until_it_is_cancelled() {
     assert!(s.shutdown().success());
 }
 
+/// A session that repeats `notifications/initialized` is still registered
+/// once: 60,000 repeats registered it 60,000 times, each change was sent
+/// to it as often, one after another, and with its stream unread the
+/// watcher waited on it and hot reload stopped for every client (a
+/// helper's find).
+#[test]
+fn a_repeated_initialized_registers_the_session_once() {
+    let wt = worktree();
+    let dir = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), dir.path(), &["--watch-ms", "100"]);
+    for _ in 0..500 {
+        s.notify("notifications/initialized", json!({}));
+    }
+    s.request("ping", json!({}));
+    std::fs::copy(
+        plugin("test-plugins/hostile.wasm"),
+        dir.path().join("hostile.wasm"),
+    )
+    .unwrap();
+    let heard = list_changed_ids(&mut s, Duration::from_secs(5));
+    assert_eq!(heard.len(), 1, "one list_changed per change, heard {}", heard.len());
+    assert!(s.shutdown().success());
+}
+
 #[test]
 fn a_cancelled_call_stops_its_guest_and_frees_its_slot() {
     let wt = worktree();

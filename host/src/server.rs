@@ -8,6 +8,7 @@
 //! on both and works with any rmcp transport (stdio, Streamable HTTP).
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +57,9 @@ pub struct McpServer {
     /// Every session and subscription to tell about tool-list changes
     /// (shared by all clones: one per HTTP session, one on stdio).
     listeners: Arc<Listeners>,
+    /// This session's `notifications/initialized` was heard (fresh for each
+    /// session: [`McpServer::for_session`]); a repeat registers nothing.
+    initialized: Arc<AtomicBool>,
 }
 
 impl McpServer {
@@ -67,6 +71,16 @@ impl McpServer {
             text_mirror_bytes: DEFAULT_TEXT_MIRROR_BYTES,
             progress_after: DEFAULT_PROGRESS_AFTER,
             listeners: Arc::default(),
+            initialized: Arc::default(),
+        }
+    }
+
+    /// The server for one more session: everything shared but its own
+    /// "initialized" mark.
+    pub fn for_session(&self) -> Self {
+        McpServer {
+            initialized: Arc::default(),
+            ..self.clone()
         }
     }
 
@@ -136,7 +150,15 @@ impl ServerHandler for McpServer {
         Cow::Borrowed(PROTOCOL_VERSIONS)
     }
 
+    /// Registers the session for `list_changed` once: 60,000 repeats of
+    /// `notifications/initialized` in one session registered it 60,000
+    /// times (each change was sent to it as often, one by one, so the
+    /// watcher waited on it and hot reload stopped for everyone).
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.initialized.swap(true, Ordering::Relaxed) {
+            tracing::debug!("notifications/initialized repeated: ignored");
+            return;
+        }
         tracing::info!("client initialized");
         self.listeners.add_session(context.peer.clone());
     }

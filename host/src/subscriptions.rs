@@ -19,6 +19,12 @@ enum Target {
     Subscription(SubscriptionSink),
 }
 
+/// How long a receiver has to take a notification. All are sent at once,
+/// so one that does not read its stream (its transport's buffer full)
+/// delays the others by this at most; a session that missed it is dropped
+/// from the set (it hears of no later change either).
+pub const DELIVERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Open `subscriptions/listen` streams one server holds at most (over all
 /// connections); each costs a task and a slot here until it is cancelled.
 pub const MAX_SUBSCRIPTIONS: usize = 1024;
@@ -95,13 +101,22 @@ impl Listeners {
     /// sessions whose transport is gone. Returns how many were reached.
     pub async fn tools_changed(&self) -> usize {
         let targets: Vec<(u64, Target)> = self.targets.lock().unwrap().clone();
-        let mut reached = 0;
+        let mut sends = tokio::task::JoinSet::new();
         for (id, target) in targets {
-            match target.notify().await {
+            sends.spawn(async move {
+                let sent = tokio::time::timeout(DELIVERY_TIMEOUT, target.notify()).await;
+                let sent = sent.unwrap_or_else(|_| Err("not taken in time".into()));
+                (id, matches!(target, Target::Session(_)), sent)
+            });
+        }
+        let mut reached = 0;
+        while let Some(done) = sends.join_next().await {
+            let Ok((id, session, sent)) = done else { continue };
+            match sent {
                 Ok(()) => reached += 1,
                 Err(e) => {
                     tracing::debug!("list_changed not delivered: {e}");
-                    if let Target::Session(_) = target {
+                    if session {
                         self.remove(id);
                     }
                 }

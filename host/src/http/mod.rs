@@ -148,7 +148,11 @@ fn router(server: McpServer, gate: Arc<Gate>) -> Router {
         .disable_allowed_origins()
         .with_json_response(true)
         .with_max_request_body_bytes(gate.max_body_bytes);
-    let mcp = StreamableHttpService::new(move || Ok(server.clone()), gate.sessions.clone(), config);
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.for_session()),
+        gate.sessions.clone(),
+        config,
+    );
     let mcp_routes = Router::new()
         .route_service(MCP_PATH, mcp)
         .layer(from_fn_with_state(gate.clone(), guard_mcp));
