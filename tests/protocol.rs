@@ -346,6 +346,37 @@ fn a_repeated_initialized_registers_the_session_once() {
     assert!(s.shutdown().success());
 }
 
+/// A call that computes without end runs on the connection's thread when
+/// it is alone, yielding at every epoch tick; the connection is read
+/// between its slices, so a `ping` is answered in a few milliseconds, not
+/// after the runtime's 61st tick (~270 ms: wasmtime's plain wake put the
+/// guest straight back in the queue, ahead of the runtime's I/O).
+#[test]
+fn a_spinning_call_does_not_hold_up_the_connection() {
+    let wt = worktree();
+    let dir = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), dir.path(), &["--timeout-ms", "8000"]);
+    s.send_raw(
+        &json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+            "params": {"name": "spin", "arguments": {}}})
+        .to_string(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let mut waits: Vec<Duration> = (0..9)
+        .map(|_| {
+            let t = Instant::now();
+            s.request("ping", json!({}));
+            std::thread::sleep(Duration::from_millis(20));
+            t.elapsed()
+        })
+        .collect();
+    waits.sort();
+    // Bug: ~270 ms each; fixed: ~25 ms (the 20 ms sleep included).
+    assert!(waits[4] < Duration::from_millis(150), "median ping {:?}", waits[4]);
+    s.notify("notifications/cancelled", json!({"requestId": 900}));
+    assert!(s.shutdown().success());
+}
+
 #[test]
 fn a_cancelled_call_stops_its_guest_and_frees_its_slot() {
     let wt = worktree();

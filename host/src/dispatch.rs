@@ -8,7 +8,8 @@
 //! call (the bench's `sequential` section, one worker against the default
 //! two). A call that arrives while another runs goes to the call pool, a
 //! runtime with one worker per core, so calls in flight still use every
-//! core. A running guest yields to its executor at every epoch tick, so the
+//! core. A running guest yields to its executor at every epoch tick (with
+//! tokio's `yield_now`, after which the runtime polls its I/O), so the
 //! connection's thread keeps reading and writing frames while an inline
 //! call runs.
 

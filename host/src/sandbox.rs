@@ -413,12 +413,17 @@ impl Sandbox {
         // Every epoch tick the guest yields to the async executor (so a
         // long-running call never starves other requests on this worker
         // thread); past the call's deadline it is interrupted with a trap.
+        // The yield is tokio's, which lets the runtime poll its I/O before
+        // the guest runs again: a plain wake (`UpdateDeadline::Yield`) put
+        // it straight back in the queue, and the connection's socket or pipe
+        // was read only every 61st tick, so a `ping` waited ~270 ms behind
+        // one spinning call (a helper's find).
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|store| {
             Ok(if Instant::now() >= store.data().deadline {
                 UpdateDeadline::Interrupt
             } else {
-                UpdateDeadline::Yield(1)
+                UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
             })
         });
         Ok(store)
