@@ -464,7 +464,10 @@ fn read_streams_count_as_open_files() {
     std::fs::write(wt.path().join("big.bin"), vec![b'h'; 65536]).unwrap();
     let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
     let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--max-open-files", "64"]);
-    let r = s.call("hold_files", json!({"count": 5000, "streams_of": "big.bin"}));
+    let r = s.call(
+        "hold_files",
+        json!({"count": 5000, "streams_of": "big.bin"}),
+    );
     assert_eq!(error_kind(&r), "quota_exceeded", "{r}");
     assert!(text_of(&r).contains("more than 64"), "{r}");
     // The file and 63 streams fit; again and again (each call's are freed).

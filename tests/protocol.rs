@@ -342,7 +342,12 @@ fn a_repeated_initialized_registers_the_session_once() {
     )
     .unwrap();
     let heard = list_changed_ids(&mut s, Duration::from_secs(5));
-    assert_eq!(heard.len(), 1, "one list_changed per change, heard {}", heard.len());
+    assert_eq!(
+        heard.len(),
+        1,
+        "one list_changed per change, heard {}",
+        heard.len()
+    );
     assert!(s.shutdown().success());
 }
 
@@ -372,7 +377,11 @@ fn a_spinning_call_does_not_hold_up_the_connection() {
         .collect();
     waits.sort();
     // Bug: ~270 ms each; fixed: ~25 ms (the 20 ms sleep included).
-    assert!(waits[4] < Duration::from_millis(150), "median ping {:?}", waits[4]);
+    assert!(
+        waits[4] < Duration::from_millis(150),
+        "median ping {:?}",
+        waits[4]
+    );
     s.notify("notifications/cancelled", json!({"requestId": 900}));
     assert!(s.shutdown().success());
 }

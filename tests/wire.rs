@@ -116,6 +116,45 @@ fn a_plugin_cannot_flood_the_log_through_its_messages() {
     assert!(longest < 8 << 10, "a log line of {longest} bytes");
 }
 
+/// What a client sends is not echoed whole: an unknown tool name of 9 MiB
+/// was put in the error twice (message and data), an 18.9 MB frame past
+/// rmcp's 16 MiB line limit, so the client lost the answer; a 12 MiB bad
+/// cursor was echoed as well; and the log took the whole name and every
+/// notification's contents (a helper's find). Both stay small.
+#[test]
+fn a_clients_huge_names_and_cursors_are_not_echoed_whole() {
+    let (_wt, _dir, mut s, log) = start_at_info(&[]);
+    let huge = "n".repeat(9 << 20);
+    let line = s
+        .request_raw("tools/call", json!({"name": huge, "arguments": {}}), PROMPT)
+        .expect("the unknown tool is answered");
+    assert!(
+        line.len() < 64 << 10,
+        "an error frame of {} bytes",
+        line.len()
+    );
+    assert!(line.contains("Unknown tool"), "{}", &line[..200]);
+    let line = s
+        .request_raw(
+            "tools/list",
+            json!({"cursor": "c".repeat(12 << 20)}),
+            PROMPT,
+        )
+        .expect("the bad cursor is answered");
+    assert!(
+        line.len() < 64 << 10,
+        "an error frame of {} bytes",
+        line.len()
+    );
+    s.notify(
+        "notifications/cancelled",
+        json!({"requestId": 1, "reason": "r".repeat(8 << 20)}),
+    );
+    assert!(s.shutdown().success());
+    let longest = log.read().lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 64 << 10, "a log line of {longest} bytes");
+}
+
 /// A result whose own schema would read it 490 times (4 MiB, `format:
 /// email` each time) is priced by its length, over the validation budget,
 /// and refused at once; unpriced it ran inline on the executor for ~7 s.

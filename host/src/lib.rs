@@ -42,6 +42,11 @@ pub mod wire_limits;
 
 pub use limits::Limits;
 
+/// The log filter without `WASM_MCP_LOG`: ours at info, rmcp's warnings
+/// only (at info it logs every message a client sends, whole: a client
+/// could fill the operator's disk through the server's stderr).
+pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
 /// Runs `wasm-mcp`'s `main` on a tokio runtime with one worker thread (the
 /// connection's: it reads and answers requests, and runs a call that is
 /// alone in flight; see [`dispatch`] for where the others run), started

@@ -581,7 +581,7 @@ async fn run() -> std::process::ExitCode {
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WASM_MCP_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                .unwrap_or_else(|_| wasm_mcp_host::DEFAULT_LOG_FILTER.into()),
         )
         .init();
     let cli = Cli::parse();

@@ -208,10 +208,13 @@ impl ServerHandler for McpServer {
                 Some(_) => {
                     return Err(McpError::invalid_params(
                         "stale cursor: the tool list changed since it was issued; list again from the start",
-                        Some(json!({"cursor": c})),
+                        Some(json!({"cursor": shown_cursor(&c)})),
                     ))
                 }
-                None => return Err(McpError::invalid_params("invalid cursor", Some(json!({"cursor": c})))),
+                None => {
+                    let data = json!({"cursor": shown_cursor(&c)});
+                    return Err(McpError::invalid_params("invalid cursor", Some(data)));
+                }
             },
         };
         // Room for the cursor and the envelope; one tool always fits (its
@@ -239,6 +242,12 @@ impl ServerHandler for McpServer {
     }
 }
 
+/// A client's cursor as echoed in an error: its head (ours are short; a
+/// 12 MiB one was echoed whole).
+fn shown_cursor(cursor: &str) -> &str {
+    wasm_mcp_protocol::text::head_chars(cursor, 256)
+}
+
 impl McpServer {
     /// The whole `tools/call`: run the call, shape and fit its result.
     async fn answer_call(
@@ -257,9 +266,12 @@ impl McpServer {
             return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
         };
         let Some(outcome) = outcome else {
+            // A client's name is echoed cut (a 9 MiB one, twice, made a
+            // frame past the client's 16 MiB line limit).
+            let shown = wasm_mcp_protocol::shown_name(&name);
             return Err(McpError::invalid_params(
-                format!("Unknown tool: {name}"),
-                Some(json!({"name": name})),
+                format!("Unknown tool: {shown}"),
+                Some(json!({"name": shown})),
             ));
         };
         if let Some(p) = &progress {

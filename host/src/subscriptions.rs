@@ -111,7 +111,9 @@ impl Listeners {
         }
         let mut reached = 0;
         while let Some(done) = sends.join_next().await {
-            let Ok((id, session, sent)) = done else { continue };
+            let Ok((id, session, sent)) = done else {
+                continue;
+            };
             match sent {
                 Ok(()) => reached += 1,
                 Err(e) => {

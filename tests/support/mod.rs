@@ -501,7 +501,8 @@ impl Server {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("server.log");
         let file = std::fs::File::create(&path).unwrap();
-        let s = Self::spawn_with(worktree, plugins, extra, file.into(), "info");
+        let info = wasm_mcp_host::DEFAULT_LOG_FILTER;
+        let s = Self::spawn_with(worktree, plugins, extra, file.into(), info);
         (s, ServerLog { _dir: dir, path })
     }
 
