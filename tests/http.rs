@@ -333,6 +333,47 @@ async fn requests_beyond_the_in_flight_limit_are_503() {
     assert_eq!(r.status(), 200, "slot freed");
 }
 
+/// Notifications take no in-flight slot (they are answered 202 and run
+/// nothing): with every slot held by a call, its `notifications/cancelled`
+/// was refused 503, so the call kept its slot until its deadline and every
+/// client got 503 meanwhile (a helper's find).
+#[tokio::test]
+async fn a_cancel_gets_through_when_every_slot_is_held() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let args = ["--max-in-flight", "1", "--timeout-ms", "20000"];
+    let s = HttpServer::start(wt.path(), plugins.path(), &args, &[]);
+    let c = client();
+    let (sid, _) = open_session(&c, &s.url).await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "sleep_forever", "arguments": {}}});
+    let held = in_session(&c, &s.url, &sid, &call).send();
+    let held = tokio::spawn(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = post(&c, &s.url, &list_body()).send().await.unwrap();
+        if r.status() == 503 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the call never held the slot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7}});
+    let r = in_session(&c, &s.url, &sid, &cancel).send().await.unwrap();
+    assert_eq!(r.status(), 202, "the cancel was refused");
+    let freed = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = post(&c, &s.url, &list_body()).send().await.unwrap();
+        if r.status() == 200 {
+            break;
+        }
+        assert!(Instant::now() < freed, "the cancelled call kept its slot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    held.abort();
+}
+
 // ---- OAuth 2.1 resource server (JWT + JWKS) ----
 
 fn jwt_dir() -> PathBuf {

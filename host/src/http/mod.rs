@@ -206,8 +206,12 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             return full;
         }
     }
-    let listens = req.method() == Method::GET || method.as_deref() == Some("subscriptions/listen");
-    let permit = if listens {
+    // Only a request that runs something takes an in-flight slot: not a
+    // listening stream (GET, `subscriptions/listen`), and not a POST of a
+    // notification or response (answered 202; a `notifications/cancelled`
+    // refused 503 left the call it cancels holding the last slot).
+    let runs = method.is_some() && method.as_deref() != Some("subscriptions/listen");
+    let permit = if !runs {
         None
     } else {
         match gate.in_flight.clone().try_acquire_owned() {
