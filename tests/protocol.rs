@@ -797,20 +797,19 @@ fn rss_bytes(pid: u32) -> u64 {
 /// unanswered requests, so its memory stays near one frame per request
 /// read. Without the bound it read them all, and the answers its stdout
 /// could not take (~1 MB each) piled up past a gigabyte.
-#[test]
-fn a_client_that_pipelines_and_does_not_read_makes_itself_wait() {
-    use std::io::{BufRead, BufReader, Write};
+/// A server whose stdin and stdout are the test's, the initialize
+/// handshake written (its answer left unread).
+fn spawn_initialized(
+    wt: &std::path::Path,
+    plugins: &std::path::Path,
+) -> (std::process::Child, std::process::ChildStdin) {
+    use std::io::Write;
     use std::process::{Command, Stdio};
-    const CALLS: u64 = 1000;
-    let wt = worktree();
-    let line = format!("{}\n", "a".repeat(1023));
-    std::fs::write(wt.path().join("half.txt"), line.repeat(512)).unwrap();
-    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
     let mut child = Command::new(support::server_bin())
         .args(["serve", "--worktree"])
-        .arg(wt.path())
+        .arg(wt)
         .arg("--plugins")
-        .arg(plugins.path())
+        .arg(plugins)
         .arg("--cache-dir")
         .arg(support::cache_dir())
         .stdin(Stdio::piped())
@@ -819,16 +818,71 @@ fn a_client_that_pipelines_and_does_not_read_makes_itself_wait() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    writeln!(stdin, "{init}").unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    (child, stdin)
+}
+
+/// Refusals wait for stdout as answers do: lines that are not requests but
+/// carry a 1 MiB id are each answered with that id, and with stdout unread
+/// those answers piled up in memory (800 lines: 889 MB) while the server
+/// read on (a helper's find). Now the next line is read once the refusal
+/// is written.
+#[test]
+fn refusals_of_a_client_that_does_not_read_make_it_wait() {
+    use std::io::{BufRead, BufReader, Write};
+    const LINES: usize = 400;
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
     let writer = std::thread::spawn(move || {
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"}}});
-        writeln!(stdin, "{init}").unwrap();
-        writeln!(
-            stdin,
-            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-        )
-        .unwrap();
+        for i in 0..LINES {
+            let id = format!("{i:08}{}", "x".repeat(1 << 20));
+            writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": id})).unwrap();
+        }
+        stdin
+    });
+    std::thread::sleep(Duration::from_secs(6));
+    let rss = rss_bytes(child.id());
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut refused = 0;
+    for line in out.lines() {
+        let m: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if m["id"].as_str().is_some_and(|id| id.len() > 1 << 20) {
+            assert_eq!(error_code(&m), -32600);
+            refused += 1;
+        }
+        if refused == LINES {
+            break;
+        }
+    }
+    drop(writer.join().unwrap());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        rss < 200 << 20,
+        "RSS {} MiB while its answers were unread",
+        rss >> 20
+    );
+}
+
+#[test]
+fn a_client_that_pipelines_and_does_not_read_makes_itself_wait() {
+    use std::io::{BufRead, BufReader, Write};
+    const CALLS: u64 = 1000;
+    let wt = worktree();
+    let line = format!("{}\n", "a".repeat(1023));
+    std::fs::write(wt.path().join("half.txt"), line.repeat(512)).unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
+    let writer = std::thread::spawn(move || {
         for id in 1..=CALLS {
             let args = json!({"path": "half.txt", "line_limit": 1000});
             writeln!(stdin, "{}", call_frame(id, "read_file", args)).unwrap();
