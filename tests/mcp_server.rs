@@ -316,12 +316,68 @@ fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
     let log = log.read();
     let dupes: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("already provided by an earlier plugin"))
+        .filter(|l| l.contains("already provided by"))
         .collect();
     assert_eq!(dupes.len(), 4, "{log}");
     assert!(
         dupes.iter().all(|l| l.contains("b-second.wasm")),
         "{dupes:?}"
+    );
+}
+
+/// A published name keeps its plugin across reloads: a plugin dropped in
+/// later whose file name sorts first (`aaa.wasm`) took over `read_file`
+/// and `write_file` and got their arguments, file contents included, and
+/// the log blamed the plugin it displaced (a helper's find). The newcomer
+/// is refused those names, and named.
+#[test]
+fn a_plugin_dropped_in_later_cannot_take_over_published_names() {
+    let wt = worktree();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        plugin("plugins/workspace.wasm"),
+        dir.path().join("workspace.wasm"),
+    )
+    .unwrap();
+    let audit = tempfile::tempdir().unwrap();
+    let audit_log = audit.path().join("audit.jsonl");
+    let args = [
+        "--watch-ms",
+        "100",
+        "--audit-log",
+        audit_log.to_str().unwrap(),
+    ];
+    let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), &args);
+    s.initialize();
+    std::fs::copy(
+        plugin("plugins/workspace.wasm"),
+        dir.path().join("aaa.wasm"),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !log.read().contains("catalog built version=2") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "aaa.wasm never loaded"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = s.call("read_file", json!({"path": "hello.txt"}));
+    assert!(!is_error(&r), "{r}");
+    assert!(s.shutdown().success());
+    let served: Value = std::fs::read_to_string(&audit_log)
+        .unwrap()
+        .lines()
+        .next_back()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .unwrap();
+    assert_eq!(served["plugin"], "workspace", "{served}");
+    let log = log.read();
+    let refused: Vec<&str> = log.lines().filter(|l| l.contains("already")).collect();
+    assert_eq!(refused.len(), 4, "{log}");
+    assert!(
+        refused.iter().all(|l| l.contains("aaa.wasm")),
+        "{refused:?}"
     );
 }
 

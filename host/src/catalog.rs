@@ -248,7 +248,22 @@ impl Catalog {
     /// Build from plugins in the given order (the first plugin defining a
     /// name wins). `allow`, when set, keeps only the listed tool names.
     pub fn build(version: u64, plugins: &[Arc<Plugin>], allow: Option<&[String]>) -> Catalog {
-        let mut tools = BTreeMap::new();
+        Self::build_after(version, plugins, allow, None)
+    }
+
+    /// [`Catalog::build`] for a catalog that replaces `before`: a name
+    /// published there keeps its plugin while that plugin still declares
+    /// it, whatever the file order. A plugin dropped in later whose file
+    /// name sorts first took over `read_file` and `write_file` (and their
+    /// arguments) from the plugin that published them.
+    pub fn build_after(
+        version: u64,
+        plugins: &[Arc<Plugin>],
+        allow: Option<&[String]>,
+        before: Option<&Catalog>,
+    ) -> Catalog {
+        let owner_before = |name: &str| before.and_then(|c| c.get(name)).map(|t| &t.plugin.name);
+        let mut tools: BTreeMap<String, CatalogTool> = BTreeMap::new();
         let mut hidden = BTreeMap::new();
         let mut rejections = Vec::new();
         for plugin in plugins {
@@ -274,9 +289,22 @@ impl Catalog {
                     tool: Some(name.clone()),
                     reason,
                 };
-                if tools.contains_key(name) {
-                    rejections.push(reject("name already provided by an earlier plugin".into()));
-                    continue;
+                if let Some(holder) = tools.get(name) {
+                    let holder_path = holder.plugin.path.display().to_string();
+                    if owner_before(name) != Some(&plugin.name) {
+                        rejections.push(reject(format!("name already provided by {holder_path}")));
+                        continue;
+                    }
+                    // This plugin published it before: the other yields.
+                    rejections.push(Rejection {
+                        plugin: holder_path,
+                        tool: Some(name.clone()),
+                        reason: format!(
+                            "name already published by {} (a name keeps its plugin)",
+                            plugin.path.display()
+                        ),
+                    });
+                    tools.remove(name);
                 }
                 if tools.len() >= MAX_TOOLS {
                     rejections.push(reject(format!(

@@ -265,7 +265,8 @@ impl Registry {
     /// Builds and swaps in the catalog of `loaded`; true when the published
     /// tool list changed.
     async fn publish(&self, loaded: &Seen) -> bool {
-        // BTreeMap order = file-name order: the first plugin defining a name wins.
+        // BTreeMap order = file-name order: the first plugin defining a name
+        // wins, unless another published it in the catalog this replaces.
         let plugins: Vec<Arc<Plugin>> = loaded.values().filter_map(|(_, p)| p.clone()).collect();
         let old = self.catalog();
         // Compiling the tools' schemas is CPU work (up to ~0.5 s a plugin
@@ -273,7 +274,8 @@ impl Registry {
         // keeps answering calls meanwhile.
         let build = {
             let (plugins, allow, version) = (plugins.clone(), self.allow.clone(), old.version + 1);
-            move || Catalog::build(version, &plugins, allow.as_deref())
+            let before = old.clone();
+            move || Catalog::build_after(version, &plugins, allow.as_deref(), Some(&before))
         };
         let new = match tokio::task::spawn_blocking(build).await {
             Ok(catalog) => catalog,
