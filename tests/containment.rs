@@ -453,6 +453,26 @@ fn a_plugin_cannot_take_the_servers_open_files() {
     assert_flag_refused(wt.path(), plugins.path(), "--max-open-files", "0");
 }
 
+/// Code too costly to compile is refused from its shape before any
+/// compiler runs: a 4 MB component of 1,000,000 empty functions took
+/// 6.2 GB and 11-26 s to compile, holding start-up (a helper's find). The
+/// other plugin is served.
+#[test]
+fn a_compile_bomb_is_refused_before_it_is_compiled() {
+    let funcs = "(func)".repeat(wasm_mcp_host::code_limits::MAX_FUNCTIONS as usize + 1);
+    let bomb = wat::parse_str(format!("(component (core module {funcs}))")).unwrap();
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    std::fs::write(plugins.path().join("bomb.wasm"), bomb).unwrap();
+    let (mut s, log) = Server::start_logged(wt.path(), plugins.path(), &["--no-cache"]);
+    let r = read_file_within(&mut s, 1, Duration::from_secs(30));
+    assert_eq!(r["structuredContent"]["content"], "inside\n", "{r}");
+    assert!(s.shutdown().success());
+    let log = log.read();
+    assert!(log.contains("too costly to compile"), "{log}");
+    assert!(log.contains("100001 functions"), "{log}");
+}
+
 /// A read stream of a file holds a buffer on the host once a read is
 /// started (wasmtime-wasi reads ahead on a blocking thread), outside the
 /// call's memory limit: 99,000 streams of one open file took 6.4 GB in one

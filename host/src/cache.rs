@@ -126,6 +126,7 @@ impl ComponentCache {
     /// Compiles `bytes` with the baseline engine (Winch). Never cached:
     /// the plugin runs on it only until Cranelift's code replaces it.
     pub fn compile_baseline(&self, baseline: &Engine, bytes: &[u8]) -> Result<Component> {
+        compilable(bytes)?;
         let _counted = self.compiles.enter(CodeTier::Baseline);
         Component::new(baseline, bytes)
             .map_err(anyhow::Error::from)
@@ -155,6 +156,7 @@ impl ComponentCache {
         if let Some(c) = self.lookup(engine, digest) {
             return Ok((c, CacheOutcome::Hit));
         }
+        compilable(bytes)?;
         let entry = self.entry(engine, digest);
         // Counted as done once its cache entry is written (or could not
         // be), so a finished count means the entry is on disk.
@@ -225,4 +227,14 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)?;
     Ok(())
+}
+
+/// Refuses code too costly to compile ([`crate::code_limits`]), before any
+/// compiler runs: every compile of a component not in the cache goes
+/// through here.
+fn compilable(bytes: &[u8]) -> Result<()> {
+    match crate::code_limits::CodeShape::of(bytes).refusal() {
+        Some(why) => anyhow::bail!("too costly to compile: {why}"),
+        None => Ok(()),
+    }
 }

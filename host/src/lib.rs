@@ -13,6 +13,7 @@ pub mod audit;
 pub mod cache;
 pub mod cancel;
 pub mod catalog;
+pub mod code_limits;
 pub mod disk_budget;
 pub mod disk_guard;
 pub mod dispatch;
