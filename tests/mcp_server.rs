@@ -80,6 +80,33 @@ fn tools_list_paginates_and_rejects_bad_cursors() {
     assert!(s.alive());
 }
 
+/// A cursor names the tool list it pages through, not a count of this
+/// process's reloads: replicas behind a load balancer with the same tools
+/// accept each other's cursors, and one with other tools refuses it as
+/// stale (both were at version 1, so a client paging across them silently
+/// skipped tools; a helper's find).
+#[test]
+fn a_cursor_is_good_on_replicas_with_the_same_tools_only() {
+    let wt = worktree();
+    let same = plugin_dir(&["plugins/workspace.wasm"]);
+    let other = plugin_dir(&["plugins/workspace.wasm", "test-plugins/conformance.wasm"]);
+    let page = ["--page-size", "2"];
+    let (mut a, _) = Server::start(wt.path(), &default_plugins(), &page);
+    let (mut b, _) = Server::start(wt.path(), same.path(), &page);
+    let (mut c, _) = Server::start(wt.path(), other.path(), &page);
+    let first = a.request("tools/list", json!({}));
+    let cursor = first["result"]["nextCursor"].clone();
+    let from_a = a.request("tools/list", json!({"cursor": cursor}));
+    let from_b = b.request("tools/list", json!({"cursor": cursor}));
+    assert_eq!(
+        from_a["result"]["tools"], from_b["result"]["tools"],
+        "{from_b}"
+    );
+    let from_c = c.request("tools/list", json!({"cursor": cursor}));
+    assert_eq!(from_c["error"]["code"], -32602, "{from_c}");
+    assert!(from_c.to_string().contains("stale cursor"), "{from_c}");
+}
+
 #[test]
 fn read_file_returns_structured_content_and_a_text_block() {
     let wt = worktree();

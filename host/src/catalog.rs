@@ -48,6 +48,8 @@ pub struct Rejection {
 
 pub struct Catalog {
     pub version: u64,
+    /// SHA-256 of the published tool definitions (hex): what clients see.
+    fingerprint: String,
     /// Sorted by name: pagination order is stable.
     tools: BTreeMap<String, CatalogTool>,
     /// Tools of loaded plugins that an allowlist (`--allow`, a grant's
@@ -321,8 +323,11 @@ impl Catalog {
             }
         }
         hidden.retain(|name, _| !tools.contains_key(name));
+        let defs: Vec<&Tool> = tools.values().map(|t| &t.tool).collect();
+        let fingerprint = serde_json::to_string(&defs).unwrap_or_default();
         Catalog {
             version,
+            fingerprint: crate::cache::sha256_hex(fingerprint.as_bytes()),
             tools,
             hidden,
             rejections,
@@ -396,9 +401,16 @@ impl Catalog {
 
     /// Names and schemas, for change detection: a reload that yields the
     /// same fingerprint does not notify clients.
-    pub fn fingerprint(&self) -> String {
-        let defs: Vec<&Tool> = self.tools.values().map(|t| &t.tool).collect();
-        crate::cache::sha256_hex(serde_json::to_string(&defs).unwrap_or_default().as_bytes())
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// What a `tools/list` cursor names: the published list (its
+    /// fingerprint's first 64 bits), not this process's count of reloads,
+    /// so replicas with the same tools take each other's cursors and one
+    /// with other tools refuses them as stale.
+    pub fn list_id(&self) -> u64 {
+        u64::from_str_radix(&self.fingerprint[..16], 16).unwrap_or_default()
     }
 }
 

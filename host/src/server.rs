@@ -204,7 +204,7 @@ impl ServerHandler for McpServer {
         let offset = match request.and_then(|r| r.cursor) {
             None => 0,
             Some(c) => match decode_cursor(&c) {
-                Some((v, off)) if v == catalog.version && off <= catalog.len() => off,
+                Some((list, off)) if list == catalog.list_id() && off <= catalog.len() => off,
                 Some(_) => {
                     return Err(McpError::invalid_params(
                         "stale cursor: the tool list changed since it was issued; list again from the start",
@@ -222,7 +222,7 @@ impl ServerHandler for McpServer {
         let budget = self.max_response_bytes.saturating_sub(4096);
         let (tools, next) = catalog.page_within(offset, self.page_size, budget);
         let mut result = ListToolsResult::with_all_items(tools);
-        result.next_cursor = next.map(|n| encode_cursor(catalog.version, n));
+        result.next_cursor = next.map(|n| encode_cursor(catalog.list_id(), n));
         stamp_server_info(&mut result.meta, &context);
         Ok(result)
     }

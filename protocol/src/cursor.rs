@@ -4,9 +4,10 @@ use base64::Engine as _;
 
 const CURSOR: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-/// Opaque pagination cursor: catalog version + offset, base64url.
-pub fn encode_cursor(version: u64, offset: usize) -> String {
-    CURSOR.encode(format!("v1:{version}:{offset}"))
+/// Opaque pagination cursor: the id of the tool list it pages through (the
+/// server's `Catalog::list_id`) + offset, base64url.
+pub fn encode_cursor(list: u64, offset: usize) -> String {
+    CURSOR.encode(format!("v1:{list}:{offset}"))
 }
 
 /// Decode a cursor made by [`encode_cursor`]; `None` for anything else.
