@@ -830,6 +830,41 @@ fn spawn_initialized(
     (child, stdin)
 }
 
+/// A client that closes its end of stdout ends the session: nothing it
+/// asks could be answered, yet the server ran its calls, writes included,
+/// logging a broken pipe for each (a helper's find).
+#[test]
+fn a_closed_stdout_ends_the_session() {
+    use std::io::Write;
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
+    // The handshake answered, then the client's end of stdout closed.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answer = String::new();
+    std::io::BufRead::read_line(&mut out, &mut answer).unwrap();
+    assert!(answer.contains("protocolVersion"), "{answer}");
+    drop(out);
+    let write =
+        |id: u64, path: &str| call_frame(id, "write_file", json!({"path": path, "content": "x"}));
+    writeln!(stdin, "{}", write(1, "first.txt")).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = writeln!(stdin, "{}", write(2, "second.txt"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.is_some(), "still running with its stdout closed");
+    assert!(!wt.path().join("second.txt").exists(), "a call ran unseen");
+}
+
 /// Refusals wait for stdout as answers do: lines that are not requests but
 /// carry a 1 MiB id are each answered with that id, and with stdout unread
 /// those answers piled up in memory (800 lines: 889 MB) while the server

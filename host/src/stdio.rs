@@ -132,6 +132,12 @@ where
         }));
     }
 
+    /// A write to stdout failed (the client closed its end): the writer was
+    /// dropped. A write in progress holds the lock: not lost.
+    fn output_lost(&self) -> bool {
+        matches!(self.out.try_lock(), Ok(out) if out.is_none())
+    }
+
     /// Waits for the last refusal to be written, so refusals a client does
     /// not read stop the reading as unanswered requests do (with stdout
     /// unread, 800 refused lines with 1 MiB ids held 889 MB). Cancel-safe:
@@ -201,8 +207,16 @@ async fn write_frame<W: AsyncWrite + Unpin>(
             "Transport is closed",
         ));
     };
-    w.write_all(frame).await?;
-    w.flush().await
+    let written = match w.write_all(frame).await {
+        Ok(()) => w.flush().await,
+        Err(e) => Err(e),
+    };
+    if written.is_err() {
+        // The client closed its end (or stdout failed): nothing more can
+        // reach it, and `receive` ends the session.
+        *guard = None;
+    }
+    written
 }
 
 impl<R, W> Transport<RoleServer> for StdioTransport<R, W>
@@ -262,6 +276,12 @@ where
                     continue;
                 }
             };
+            if self.output_lost() {
+                // Nothing it asks could be answered: its calls would run
+                // (and write) unseen. Ends the session as end of input does.
+                tracing::warn!("stdout is closed: ending the session");
+                return None;
+            }
             match self.unanswered.admit(&message) {
                 Admission::Pass => return Some(message),
                 Admission::Duplicate(id) => {
