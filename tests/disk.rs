@@ -151,6 +151,39 @@ fn entry_storms_stop_at_the_call_budget() {
     }
 }
 
+/// An open with create is charged by what it does, not by a check before
+/// it: with another call renaming `f` away and back, an open that a `stat`
+/// took for "exists" created the file, uncharged, and 301–391 entries were
+/// made past bounds of 50 per call and 100 per worktree (a helper's find).
+/// A race: by hand, `keep` held 38 to 219 entries without the fix, but this
+/// test's runs may miss the window (it holds the bound either way).
+#[test]
+fn a_rename_race_creates_no_uncharged_entries() {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("f"), "1").unwrap();
+    std::fs::create_dir(wt.path().join("keep")).unwrap();
+    let limits = [
+        "--max-files-created",
+        "50",
+        "--worktree-files-created",
+        "100",
+    ];
+    let (mut s, _p) = start_serving(&["test-plugins/hostile.wasm"], wt.path(), &limits);
+    for (id, mode) in [(1, "flip"), (2, "create")] {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "create_race", "arguments": {"mode": mode, "ms": 4000}}});
+        s.send_raw(&msg.to_string());
+    }
+    let mut answered = 0;
+    while answered < 2 {
+        let m = s.next_message(std::time::Duration::from_secs(30));
+        let m = m.expect("both calls answered");
+        answered += usize::from(m.get("id").is_some());
+    }
+    let kept = std::fs::read_dir(wt.path().join("keep")).unwrap().count();
+    assert!(kept <= 50, "{kept} entries created past a bound of 50");
+}
+
 /// Writes 10 KiB files `f0`, `f1`, … with `write_small` until one is
 /// refused naming `flag` (at most 20); returns how many were written.
 fn small_writes_until_refused(s: &mut Server, flag: &str) -> usize {

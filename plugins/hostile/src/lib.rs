@@ -87,6 +87,15 @@ pub fn tools() -> Vec<Tool> {
             ),
             None,
         ),
+        t(
+            "create_race",
+            obj(
+                json!({"mode": {"enum": ["flip", "create"]},
+                       "ms": {"type": "integer", "minimum": 0}}),
+                &["mode", "ms"],
+            ),
+            None,
+        ),
     ]
 }
 
@@ -236,6 +245,57 @@ fn hold_read_streams(
     (streams.len(), error)
 }
 
+/// See the `create_race` tool. `flip`: renames `f` to `x` and back, 1 ms
+/// apart. `create`: opens `f` with create; when that made a new, empty `f`
+/// (still the one at `f`), moves it to `keep/N`. Run together, an open
+/// that a check before it took for "exists" may create. How many it kept.
+#[cfg(target_arch = "wasm32")]
+fn create_race(mode: &str, ms: u64) -> u64 {
+    use wasip2::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+    let Some((root, _)) = wasip2::filesystem::preopens::get_directories()
+        .into_iter()
+        .next()
+    else {
+        return 0;
+    };
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+    let pause = std::time::Duration::from_millis(1);
+    let mut kept = 0;
+    while std::time::Instant::now() < end {
+        if mode == "flip" {
+            if root.rename_at("f", &root, "x").is_ok() {
+                std::thread::sleep(pause);
+                let _ = root.rename_at("x", &root, "f");
+            }
+            std::thread::sleep(pause);
+            continue;
+        }
+        let flags = DescriptorFlags::READ | DescriptorFlags::WRITE;
+        let Ok(fd) = root.open_at(PathFlags::empty(), "f", OpenFlags::CREATE, flags) else {
+            continue;
+        };
+        let same = match (
+            fd.metadata_hash(),
+            root.metadata_hash_at(PathFlags::empty(), "f"),
+        ) {
+            (Ok(a), Ok(b)) => (a.lower, a.upper) == (b.lower, b.upper),
+            _ => false,
+        };
+        if same && fd.stat().is_ok_and(|s| s.size == 0) {
+            drop(fd);
+            if root.rename_at("f", &root, &format!("keep/{kept}")).is_ok() {
+                kept += 1;
+            }
+        }
+    }
+    kept
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn create_race(_: &str, _: u64) -> u64 {
+    0
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 fn hold_files(_: u64, _: bool, _: Option<&str>, _: u64) -> (usize, Option<String>) {
     (0, Some("only in wasm".into()))
@@ -367,6 +427,10 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
         "sleep_far" => loop {
             std::thread::sleep(std::time::Duration::from_nanos(u64::MAX));
         },
+        "create_race" => {
+            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            json!({"kept": create_race(&arg("mode"), ms)})
+        }
         "fs_mutate" => {
             let result = mutate(&arg("op"), &arg("path"), &arg("to"));
             json!({"op": arg("op"), "error": result.err().map(|e| e.to_string())})
@@ -424,7 +488,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 19);
+        assert_eq!(super::tools().len(), 20);
         assert_eq!(
             super::call("bad_output", "{}").unwrap()["n"],
             "not a number"
