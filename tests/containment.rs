@@ -453,6 +453,29 @@ fn a_plugin_cannot_take_the_servers_open_files() {
     assert_flag_refused(wt.path(), plugins.path(), "--max-open-files", "0");
 }
 
+/// A directory listing is a copy of the whole directory in host memory,
+/// outside the call's memory limit: 256 listings of a 30,000-entry
+/// directory held 0.9 GB in one call (a helper's find). A listing counts
+/// as one open file per 512 entries (and one more), so a call holds at
+/// most ~131,000 listed entries at once under the default bound.
+#[test]
+fn big_listings_count_by_their_size() {
+    let wt = worktree();
+    for i in 0..20_000 {
+        std::fs::write(wt.path().join(format!("f{i:05}")), "").unwrap();
+    }
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
+    // 20,004 entries: 40 each of the 256.
+    let r = s.call("hold_files", json!({"count": 100, "listings": true}));
+    assert_eq!(error_kind(&r), "quota_exceeded", "{r}");
+    assert!(text_of(&r).contains("--max-open-files"), "{r}");
+    let r = s.call("hold_files", json!({"count": 6, "listings": true}));
+    assert!(!is_error(&r), "{r}");
+    let r = s.call("list_dir", json!({"path": "."}));
+    assert!(!is_error(&r), "one big listing is still served: {r}");
+}
+
 /// Code too costly to compile is refused from its shape before any
 /// compiler runs: a 4 MB component of 1,000,000 empty functions took
 /// 6.2 GB and 11-26 s to compile, holding start-up (a helper's find). The

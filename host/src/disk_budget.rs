@@ -301,8 +301,11 @@ struct CallState {
     exceeded: OnceLock<Exceeded>,
     /// The guest tried to change the worktree through a read-only grant.
     denied: AtomicBool,
-    /// Files and directory listings the guest holds open.
+    /// Files, streams and directory listings the guest holds open (a
+    /// listing counts by its size).
     open_files: AtomicU64,
+    /// What each open listing counts in `open_files`, by its stream's rep.
+    listings: std::sync::Mutex<std::collections::HashMap<u32, u64>>,
 }
 
 /// Adds `n` to `counter` unless that passes `cap`.
@@ -326,6 +329,7 @@ impl CallBudget {
             exceeded: OnceLock::new(),
             denied: AtomicBool::new(false),
             open_files: AtomicU64::new(0),
+            listings: Default::default(),
         }))
     }
 
@@ -392,24 +396,49 @@ impl CallBudget {
         })
     }
 
-    /// Counts a file or directory listing about to be opened, or refuses
-    /// (and remembers) one more than `call_open_files`.
+    /// Counts a file or stream about to be opened, or refuses (and
+    /// remembers) one more than `call_open_files`.
     pub fn open_file(&self) -> Result<(), Exceeded> {
+        self.open_files(1)
+    }
+
+    /// Counts `n` open files' worth (a listing counts by its size), or
+    /// refuses (and remembers) going past `call_open_files`.
+    pub fn open_files(&self, n: u64) -> Result<(), Exceeded> {
         let max = self.0.limits.call_open_files;
-        if add_within(&self.0.open_files, 1, max) {
+        if add_within(&self.0.open_files, n, max) {
             Ok(())
         } else {
             Err(self.refuse(Exceeded::OpenFiles(max)))
         }
     }
 
-    /// A file or listing counted by [`CallBudget::open_file`] was closed,
+    /// A file or stream counted by [`CallBudget::open_file`] was closed,
     /// or failed to open.
     pub fn close_file(&self) {
+        self.close_files(1);
+    }
+
+    /// `n` counted by [`CallBudget::open_files`] are closed.
+    pub fn close_files(&self, n: u64) {
         let _ = self
             .0
             .open_files
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_sub(n))
+            });
+    }
+
+    /// A listing (the stream `rep`) holding `n` counted: given back when it
+    /// is dropped ([`CallBudget::listing_closed`]).
+    pub fn listing_opened(&self, rep: u32, n: u64) {
+        self.0.listings.lock().unwrap().insert(rep, n);
+    }
+
+    /// The listing `rep` was dropped: what it counted is given back.
+    pub fn listing_closed(&self, rep: u32) {
+        let n = self.0.listings.lock().unwrap().remove(&rep).unwrap_or(1);
+        self.close_files(n);
     }
 
     fn refuse(&self, e: Exceeded) -> Exceeded {
