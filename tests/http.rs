@@ -612,6 +612,17 @@ async fn a_2025_11_25_client_gets_a_session() {
     assert_eq!(r.status(), 200);
     let msg = message_of(r).await;
     assert!(msg["result"].to_string().contains("inside"), "{msg}");
+    // Ending a session that does not exist is 404, as any request naming
+    // one is (it was 202).
+    let r = c
+        .delete(&s.url)
+        .bearer_auth(TOKEN)
+        .header("Mcp-Session-Id", "no-such-session")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
 }
 
 // ---- Hostile clients at the connection and body level ----

@@ -201,6 +201,11 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         },
         _ => None,
     };
+    if req.method() == Method::DELETE {
+        if let Some(gone) = unknown_session(&gate, session.as_deref()).await {
+            return gone;
+        }
+    }
     if method.as_deref() == Some("initialize") && !req.headers().contains_key(SESSION_HEADER) {
         if let Some(full) = sessions_full(&gate).await {
             return full;
@@ -243,6 +248,14 @@ fn busy(what: &str) -> Response {
         format!("Service Unavailable: {what}"),
     )
         .into_response()
+}
+
+/// 404 for a session id no session has (rmcp answered a DELETE of one 202;
+/// the spec answers any request naming an unknown session 404).
+async fn unknown_session(gate: &Gate, session: Option<&str>) -> Option<Response> {
+    let id = session?;
+    let known = gate.sessions.sessions.read().await.contains_key(id);
+    (!known).then(|| (StatusCode::NOT_FOUND, "Not Found: no such session").into_response())
 }
 
 /// 503 when `--max-sessions` sessions are open.
