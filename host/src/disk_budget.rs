@@ -140,7 +140,7 @@ impl std::fmt::Display for Exceeded {
             ),
             Exceeded::OpenFiles(n) => write!(
                 f,
-                "more than {n} files and directory listings held open at once by this call (--max-open-files)"
+                "more than {n} files, read streams and directory listings (one per 512 entries) held open at once by this call (--max-open-files)"
             ),
         }
     }
