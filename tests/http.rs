@@ -349,29 +349,28 @@ async fn a_cancel_gets_through_when_every_slot_is_held() {
         "params": {"name": "sleep_forever", "arguments": {}}});
     let held = in_session(&c, &s.url, &sid, &call).send();
     let held = tokio::spawn(held);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = post(&c, &s.url, &list_body()).send().await.unwrap();
-        if r.status() == 503 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the call never held the slot");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let held_slot = until_listing_is(&c, &s.url, 503, Duration::from_secs(10)).await;
+    assert!(held_slot, "the call never held the slot");
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 7}});
     let r = in_session(&c, &s.url, &sid, &cancel).send().await.unwrap();
     assert_eq!(r.status(), 202, "the cancel was refused");
-    let freed = Instant::now() + Duration::from_secs(5);
-    loop {
-        let r = post(&c, &s.url, &list_body()).send().await.unwrap();
-        if r.status() == 200 {
-            break;
+    let freed = until_listing_is(&c, &s.url, 200, Duration::from_secs(5)).await;
+    assert!(freed, "the cancelled call kept its slot");
+    held.abort();
+}
+
+/// Whether a stateless `tools/list` is answered `status` within `within`
+/// (asked every 20 ms).
+async fn until_listing_is(c: &reqwest::Client, url: &str, status: u16, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if post(c, url, &list_body()).send().await.unwrap().status() == status {
+            return true;
         }
-        assert!(Instant::now() < freed, "the cancelled call kept its slot");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    held.abort();
+    false
 }
 
 // ---- OAuth 2.1 resource server (JWT + JWKS) ----
