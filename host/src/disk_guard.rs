@@ -371,7 +371,10 @@ impl HostDescriptor for GuardedFs<'_> {
         if self.found_at(&fd, path_flags, &path).await == Found::Special {
             return Err(ErrorCode::Unsupported.into());
         }
-        let may_create = oflags.contains(types::OpenFlags::CREATE) && self.writable_dir(&fd)?;
+        // `create` with `directory` is refused by wasmtime-wasi as it is.
+        let may_create = oflags.contains(types::OpenFlags::CREATE)
+            && !oflags.contains(types::OpenFlags::DIRECTORY)
+            && self.writable_dir(&fd)?;
         self.budget.open_file()?;
         let opened = if may_create {
             self.open_creating(fd, path_flags, path, oflags, flags)
