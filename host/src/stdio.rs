@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::stdio_reader::{Line, LineReader};
+use crate::stdio_reader::{Answer, Line, LineReader};
 use crate::unanswered::{Admission, Unanswered, MAX_UNANSWERED};
 
 /// The server's stdin and stdout (non-blocking pipes where possible),
@@ -115,13 +115,16 @@ where
             format!("request id {id} is already in use by a request still in flight; this request was not run"),
             None,
         );
-        self.answer_now(TxJsonRpcMessage::<RoleServer>::error(error, Some(id)));
+        self.answer_now(Answer::One(TxJsonRpcMessage::<RoleServer>::error(
+            error,
+            Some(id),
+        )));
     }
 
     /// Writes `message` from a task of its own: `receive` may be dropped at
     /// any await, and a frame must never be cut. The next line is read once
     /// it is written ([`StdioTransport::refusal_written`]).
-    fn answer_now(&mut self, message: TxJsonRpcMessage<RoleServer>) {
+    fn answer_now(&mut self, message: Answer) {
         let mut frame = Vec::new();
         if encode_frame_into(&mut frame, &message).is_err() {
             return;

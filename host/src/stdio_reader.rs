@@ -36,12 +36,23 @@ pub const MAX_JSON_VALUES: usize = 100_000;
 #[derive(Debug)]
 pub enum Line {
     Message(RxJsonRpcMessage<RoleServer>),
-    /// Not a message, but with an id: this answer goes back.
-    Refused(TxJsonRpcMessage<RoleServer>),
+    /// Not a message, but with an id (or a batch with requests in it):
+    /// this answer goes back.
+    Refused(Answer),
     /// Nothing to do (a blank line, or one with no id to answer).
     Skipped,
     /// The input ended (or failed).
     End,
+}
+
+/// What goes back for a line that is not run: one error, or for a batch
+/// an array of them (as JSON-RPC answers a batch).
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+#[allow(clippy::large_enum_variant)] // made only for a refused line, moved once
+pub enum Answer {
+    One(TxJsonRpcMessage<RoleServer>),
+    Batch(Vec<TxJsonRpcMessage<RoleServer>>),
 }
 
 pub struct LineReader<R> {
@@ -126,6 +137,9 @@ pub fn parse_line(line: &[u8]) -> Line {
             format!("the request holds more than {MAX_JSON_VALUES} JSON values; it was not read");
         return answer_or_drop(line, ErrorData::invalid_request(message, None));
     }
+    if let Some(refused) = refuse_batch(line) {
+        return refused;
+    }
     let error = match serde_json::from_slice(line) {
         Ok(message) => return Line::Message(message),
         Err(e) => e,
@@ -142,6 +156,36 @@ pub fn parse_line(line: &[u8]) -> Line {
     answer_or_drop(line, ErrorData::new(code, format!("{what}: {error}"), None))
 }
 
+/// A JSON-RPC batch (an array of messages), which no MCP revision served
+/// here has (2025-06-18 removed them): each request in it is answered
+/// -32600 by its id, in one array; a batch with none (notifications only)
+/// is dropped. It got no answer at all, and its client waited. `None`: not
+/// an array of JSON values (handled as any line).
+fn refuse_batch(line: &[u8]) -> Option<Line> {
+    if line.trim_ascii_start().first() != Some(&b'[') {
+        return None;
+    }
+    let items: Vec<serde_json::Value> = serde_json::from_slice(line).ok()?;
+    let message = "JSON-RPC batches are not supported (MCP removed them in 2025-06-18): send each message on its own line";
+    let answers: Vec<_> = items
+        .iter()
+        .filter(|item| item.get("method").is_some())
+        .filter_map(|item| match item.get("id")? {
+            serde_json::Value::Number(n) => Some(NumberOrString::Number(n.as_i64()?)),
+            serde_json::Value::String(s) => Some(NumberOrString::String(s.as_str().into())),
+            _ => None,
+        })
+        .map(|id| {
+            let error = ErrorData::invalid_request(message, None);
+            TxJsonRpcMessage::<RoleServer>::error(error, Some(id))
+        })
+        .collect();
+    Some(match answers.is_empty() {
+        true => Line::Skipped,
+        false => Line::Refused(Answer::Batch(answers)),
+    })
+}
+
 fn refuse_oversized(head: &[u8]) -> Line {
     let message = format!("the request is longer than {MAX_LINE_BYTES} bytes; it was not read");
     answer_or_drop(head, ErrorData::invalid_request(message, None))
@@ -153,7 +197,8 @@ fn refuse_oversized(head: &[u8]) -> Line {
 fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
     if let Some(id) = request_id(line) {
         tracing::info!(%id, "request refused: {}", error.message);
-        return Line::Refused(TxJsonRpcMessage::<RoleServer>::error(error, Some(id)));
+        let answer = TxJsonRpcMessage::<RoleServer>::error(error, Some(id));
+        return Line::Refused(Answer::One(answer));
     }
     static DROPPED: Repeats = Repeats::new();
     if let Some(n) = DROPPED.note() {

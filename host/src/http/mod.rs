@@ -307,9 +307,8 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Request
                 "the request is not JSON this server can read",
                 None,
             );
-            return Err(bad_message(&rmcp::service::TxJsonRpcMessage::<
-                rmcp::RoleServer,
-            >::error(error, None)));
+            let answer = rmcp::service::TxJsonRpcMessage::<rmcp::RoleServer>::error(error, None);
+            return Err(bad_message(&crate::stdio_reader::Answer::One(answer)));
         }
     };
     Ok((Request::from_parts(parts, Body::from(bytes)), requested))
@@ -404,14 +403,12 @@ fn id_in_use(id: RequestId) -> Response {
         format!("request id {id} is already in use by a request still in flight in this session; this request was not run"),
         None,
     );
-    bad_message(&rmcp::service::TxJsonRpcMessage::<rmcp::RoleServer>::error(
-        error,
-        Some(id),
-    ))
+    let answer = rmcp::service::TxJsonRpcMessage::<rmcp::RoleServer>::error(error, Some(id));
+    bad_message(&crate::stdio_reader::Answer::One(answer))
 }
 
 /// 400 with `answer` (a JSON-RPC error) as its body.
-fn bad_message(answer: &rmcp::service::TxJsonRpcMessage<rmcp::RoleServer>) -> Response {
+fn bad_message(answer: &crate::stdio_reader::Answer) -> Response {
     (StatusCode::BAD_REQUEST, Json(answer)).into_response()
 }
 

@@ -40,7 +40,7 @@ fn the_id_is_read_from_the_top_level_only() {
 
 fn refused(line: &[u8]) -> (i32, Option<RequestId>, String) {
     match parse_line(line) {
-        Line::Refused(JsonRpcMessage::Error(e)) => {
+        Line::Refused(Answer::One(JsonRpcMessage::Error(e))) => {
             (e.error.code.0, e.id, e.error.message.to_string())
         }
         other => panic!("not refused: {other:?}"),
@@ -114,7 +114,7 @@ async fn a_line_over_the_bound_is_refused_by_its_id_and_the_next_is_read() {
             .unwrap();
     });
     match reader.next().await {
-        Line::Refused(JsonRpcMessage::Error(e)) => {
+        Line::Refused(Answer::One(JsonRpcMessage::Error(e))) => {
             assert_eq!(e.id, Some(NumberOrString::String("big".into())));
             assert!(
                 e.error.message.contains("longer than"),
@@ -150,4 +150,30 @@ fn a_request_of_too_many_values_is_refused_before_it_is_parsed() {
     );
     assert!(matches!(parse_line(text.as_bytes()), Line::Message(_)));
     assert_eq!(wasm_mcp_protocol::json_values(br#"[1,2,{"a":[3]}]"#), 5);
+}
+
+/// A JSON-RPC batch (removed from MCP in 2025-06-18) got no answer, and its
+/// client waited: each request in it is answered -32600 by its id, in one
+/// array; a batch of notifications only is dropped.
+#[test]
+fn each_request_of_a_batch_is_refused_by_its_id() {
+    let batch = br#"[{"jsonrpc":"2.0","id":5,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"x","method":"tools/list"}]"#;
+    let Line::Refused(answer @ Answer::Batch(_)) = parse_line(batch) else {
+        panic!("a batch was not refused");
+    };
+    let answer = serde_json::to_value(&answer).unwrap();
+    let ids: Vec<&serde_json::Value> = answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["id"])
+        .collect();
+    assert_eq!(ids, [&serde_json::json!(5), &serde_json::json!("x")]);
+    assert!(answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|a| a["error"]["code"] == -32600));
+    let notes = br#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#;
+    assert!(matches!(parse_line(notes), Line::Skipped));
 }
