@@ -89,18 +89,6 @@ fn admit_write(budget: &CallBudget, size: u64, offset: u64, len: u64) -> Result<
     budget.charge(Cost::bytes(len.saturating_add(offset.saturating_sub(size))))
 }
 
-/// What a path names, as `open-at` sees it before opening.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Found {
-    Absent,
-    Openable,
-    /// A FIFO, socket or device: refused with `unsupported`. Opening a
-    /// FIFO blocks until its other end is opened, on the thread running
-    /// the call (file operations run on it) and past the call's deadline,
-    /// which cannot interrupt a system call; a device is not worktree data.
-    Special,
-}
-
 /// Whether a descriptor of this type opens at once: a directory, a
 /// regular file, or a symlink (which an open not following it refuses).
 fn opens_without_blocking(t: types::DescriptorType) -> bool {
@@ -188,23 +176,21 @@ impl GuardedFs<'_> {
         Ok(n)
     }
 
-    /// What `path` names before it is opened: nothing yet (so creating it
-    /// adds an entry), something that may be opened, or something that
-    /// may not.
-    async fn found_at(
+    /// Whether `path` names a FIFO, socket or device, refused with
+    /// `unsupported`: opening a FIFO blocks until its other end is opened,
+    /// on the thread running the call (file operations run on it) and past
+    /// the call's deadline, which cannot interrupt a system call; a device
+    /// is not worktree data. Anything else, or an error, is left to the
+    /// open itself.
+    async fn is_special_at(
         &mut self,
         fd: &Resource<Descriptor>,
         path_flags: types::PathFlags,
         path: &str,
-    ) -> Found {
+    ) -> bool {
         let probe = Resource::new_borrow(fd.rep());
-        match self.fs.stat_at(probe, path_flags, path.to_owned()).await {
-            Ok(stat) if opens_without_blocking(stat.type_) => Found::Openable,
-            Ok(_) => Found::Special,
-            Err(e) if e.downcast_ref() == Some(&ErrorCode::NoEntry) => Found::Absent,
-            // The open itself reports the same error.
-            Err(_) => Found::Openable,
-        }
+        let stat = self.fs.stat_at(probe, path_flags, path.to_owned()).await;
+        stat.is_ok_and(|stat| !opens_without_blocking(stat.type_))
     }
 
     /// `open-at` with `create`, charged by what it does rather than by a
@@ -368,7 +354,7 @@ impl HostDescriptor for GuardedFs<'_> {
         if mutates {
             self.note_if_read_only(&fd)?;
         }
-        if self.found_at(&fd, path_flags, &path).await == Found::Special {
+        if self.is_special_at(&fd, path_flags, &path).await {
             return Err(ErrorCode::Unsupported.into());
         }
         // `create` with `directory` is refused by wasmtime-wasi as it is.

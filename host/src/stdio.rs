@@ -115,10 +115,7 @@ where
             format!("request id {id} is already in use by a request still in flight; this request was not run"),
             None,
         );
-        self.answer_now(Answer::One(TxJsonRpcMessage::<RoleServer>::error(
-            error,
-            Some(id),
-        )));
+        self.answer_now(Answer::error(error, Some(id)));
     }
 
     /// Writes `message` from a task of its own: `receive` may be dropped at

@@ -14,6 +14,7 @@
 
 use rmcp::model::{ErrorCode, ErrorData, NumberOrString, RequestId};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
+use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use crate::repeats::Repeats;
@@ -53,6 +54,13 @@ pub enum Line {
 pub enum Answer {
     One(TxJsonRpcMessage<RoleServer>),
     Batch(Vec<TxJsonRpcMessage<RoleServer>>),
+}
+
+impl Answer {
+    /// One error, for the request `id` (`None`: an id that cannot be read).
+    pub fn error(error: ErrorData, id: Option<RequestId>) -> Answer {
+        Answer::One(TxJsonRpcMessage::<RoleServer>::error(error, id))
+    }
 }
 
 pub struct LineReader<R> {
@@ -170,11 +178,7 @@ fn refuse_batch(line: &[u8]) -> Option<Line> {
     let answers: Vec<_> = items
         .iter()
         .filter(|item| item.get("method").is_some())
-        .filter_map(|item| match item.get("id")? {
-            serde_json::Value::Number(n) => Some(NumberOrString::Number(n.as_i64()?)),
-            serde_json::Value::String(s) => Some(NumberOrString::String(s.as_str().into())),
-            _ => None,
-        })
+        .filter_map(|item| RequestId::deserialize(item.get("id")?).ok())
         .map(|id| {
             let error = ErrorData::invalid_request(message, None);
             TxJsonRpcMessage::<RoleServer>::error(error, Some(id))
@@ -197,8 +201,7 @@ fn refuse_oversized(head: &[u8]) -> Line {
 fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
     if let Some(id) = request_id(line) {
         tracing::info!(%id, "request refused: {}", error.message);
-        let answer = TxJsonRpcMessage::<RoleServer>::error(error, Some(id));
-        return Line::Refused(Answer::One(answer));
+        return Line::Refused(Answer::error(error, Some(id)));
     }
     static DROPPED: Repeats = Repeats::new();
     if let Some(n) = DROPPED.note() {

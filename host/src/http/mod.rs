@@ -50,6 +50,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::server::McpServer;
+use crate::stdio_reader::Answer;
 use auth::{AuthError, Authenticator, Grant, OAuthConfig};
 use metadata::{Resource, MCP_PATH, WELL_KNOWN};
 use origin::OriginPolicy;
@@ -307,8 +308,7 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Request
                 "the request is not JSON this server can read",
                 None,
             );
-            let answer = rmcp::service::TxJsonRpcMessage::<rmcp::RoleServer>::error(error, None);
-            return Err(bad_message(&crate::stdio_reader::Answer::One(answer)));
+            return Err(bad_message(&Answer::error(error, None)));
         }
     };
     Ok((Request::from_parts(parts, Body::from(bytes)), requested))
@@ -403,12 +403,11 @@ fn id_in_use(id: RequestId) -> Response {
         format!("request id {id} is already in use by a request still in flight in this session; this request was not run"),
         None,
     );
-    let answer = rmcp::service::TxJsonRpcMessage::<rmcp::RoleServer>::error(error, Some(id));
-    bad_message(&crate::stdio_reader::Answer::One(answer))
+    bad_message(&Answer::error(error, Some(id)))
 }
 
 /// 400 with `answer` (a JSON-RPC error) as its body.
-fn bad_message(answer: &crate::stdio_reader::Answer) -> Response {
+fn bad_message(answer: &Answer) -> Response {
     (StatusCode::BAD_REQUEST, Json(answer)).into_response()
 }
 

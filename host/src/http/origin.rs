@@ -89,9 +89,7 @@ impl OriginPolicy {
             _ => Err(Refusal::Origin("<several>".into())),
         }
     }
-}
 
-impl OriginPolicy {
     fn check_host(&self, authority: &str) -> Result<(), Refusal> {
         if self.hosts.iter().any(|h| *h == host_name(authority)) {
             Ok(())
