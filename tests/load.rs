@@ -14,7 +14,7 @@ use serde_json::json;
 use wasm_mcp_harness::run::worktree::Worktree;
 
 mod support;
-use support::{git, is_error, plugin, sample_repo, text_of, Server};
+use support::{git, is_error, plugin, proc_memory_bytes, sample_repo, text_of, Server};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -24,9 +24,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    proc_memory_bytes(pid, "VmRSS") / 1024
 }
 
 fn process_gone(pid: u32) -> bool {

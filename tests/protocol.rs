@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 mod support;
-use support::{is_error, plugin, plugin_dir, Server};
+use support::{is_error, plugin, plugin_dir, proc_memory_bytes, Server};
 
 const V2026: &str = "2026-07-28";
 
@@ -786,10 +786,7 @@ fn a_request_reusing_an_id_in_flight_is_refused_not_run() {
 
 /// Resident memory of `pid` in bytes (`VmRSS`).
 fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
+    proc_memory_bytes(pid, "VmRSS")
 }
 
 /// A client that pipelines 1,000 reads of a 512 KiB file and does not read

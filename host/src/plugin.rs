@@ -56,6 +56,14 @@ pub enum CallError {
     Timeout { seconds: f64 },
     /// The instance tried to grow memory past the limit.
     MemoryLimit { bytes: usize },
+    /// The result's parsed form would be over the call's memory limit
+    /// (`parsed`: [`wasm_mcp_protocol::parsed_bytes`] of its `text` bytes);
+    /// refused before it is parsed.
+    ResultOverMemory {
+        text: usize,
+        parsed: usize,
+        limit: usize,
+    },
     /// The result was larger than the output cap: `bytes` long, or
     /// (`None`) refused in guest memory, unread, for being over the call's
     /// transfer limit ([`transfer_limit`]).
@@ -123,6 +131,16 @@ impl std::fmt::Display for CallError {
                 "tool exceeded its memory limit of {} MiB and was stopped",
                 bytes >> 20
             ),
+            CallError::ResultOverMemory {
+                text,
+                parsed,
+                limit,
+            } => write!(
+                f,
+                "tool result of {text} bytes of JSON would take up to {} MiB of host memory once parsed, over the call's memory limit of {} MiB (--memory-mb, or the plugin grant's memory_mb), and was refused unparsed: return fewer, larger values (each JSON value costs the host tens of bytes, each object hundreds)",
+                parsed.div_ceil(1 << 20),
+                limit >> 20
+            ),
             CallError::OutputTooLarge {
                 bytes: Some(bytes),
                 cap,
@@ -175,7 +193,9 @@ impl CallError {
         match self {
             CallError::Tool { .. } => ErrorKind::ToolError,
             CallError::Timeout { .. } => ErrorKind::Timeout,
-            CallError::MemoryLimit { .. } => ErrorKind::MemoryLimit,
+            CallError::MemoryLimit { .. } | CallError::ResultOverMemory { .. } => {
+                ErrorKind::MemoryLimit
+            }
             CallError::OutputTooLarge { .. } | CallError::ToolListTooLarge => {
                 ErrorKind::OutputTooLarge
             }
@@ -607,17 +627,7 @@ impl Plugin {
             return (Err(e), stats);
         }
         let outcome = match result {
-            Ok(Ok(text)) => {
-                let cap = grant.max_output_bytes;
-                if text.len() > cap {
-                    Err(CallError::OutputTooLarge {
-                        bytes: Some(text.len()),
-                        cap,
-                    })
-                } else {
-                    Ok(text)
-                }
-            }
+            Ok(Ok(text)) => result_within(text, grant),
             Ok(Err(e)) => Err(CallError::Tool {
                 code: e.code,
                 message: e.message,
@@ -657,6 +667,29 @@ impl Plugin {
         self.prepare_spare(sandbox, fs);
         ran
     }
+}
+
+/// A returned result as the host takes it: at most the grant's output cap
+/// in bytes, and at most its memory limit once parsed (weighed before: a
+/// result of one-member objects takes ~100 times its size as
+/// `serde_json::Value`s).
+fn result_within(text: String, grant: &Grant) -> Result<String, CallError> {
+    let cap = grant.max_output_bytes;
+    if text.len() > cap {
+        return Err(CallError::OutputTooLarge {
+            bytes: Some(text.len()),
+            cap,
+        });
+    }
+    let parsed = wasm_mcp_protocol::parsed_bytes(text.as_bytes());
+    if parsed > grant.memory_bytes {
+        return Err(CallError::ResultOverMemory {
+            text: text.len(),
+            parsed,
+            limit: grant.memory_bytes,
+        });
+    }
+    Ok(text)
 }
 
 /// The most a call's guest may hand the host at once, in bytes: its result

@@ -443,14 +443,18 @@ impl Registry {
                 self.admit(plugin, admit_by).await
             }
         };
-        let (result, stats) = match admitted {
-            Ok(_permits) => {
+        // The slots are held until the result is checked: parsing it takes
+        // up to the call's memory limit, so no more results are parsed at
+        // once than calls run.
+        let (result, stats, _permits) = match admitted {
+            Ok(permits) => {
                 stage(CallStage::Running);
-                plugin
+                let (result, stats) = plugin
                     .call_served(&self.sandbox, tool.filesystem, name, &args_text, deadline)
-                    .await
+                    .await;
+                (result, stats, Some(permits))
             }
-            Err(busy) => (Err(busy), CallStats::default()),
+            Err(busy) => (Err(busy), CallStats::default(), None),
         };
         let elapsed_us = started.elapsed().as_micros() as u64;
         let outcome = match result {

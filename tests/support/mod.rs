@@ -433,6 +433,21 @@ impl Drop for Server {
 }
 
 /// The text of the first content block of a tool result.
+/// A memory figure of process `pid` from `/proc/PID/status` in bytes:
+/// `VmRSS` (resident now) or `VmHWM` (its peak).
+pub fn proc_memory_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| {
+            l.strip_prefix(field)
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
 pub fn text_of(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()

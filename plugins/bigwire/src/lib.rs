@@ -13,7 +13,9 @@
 //! it once per branch: ~1 s and ~2.4 GB inline). And a result whose check
 //! is slow within its price (60,000 fractional `multipleOf` checks of
 //! floats near 1e308, priced just under the budget: ~0.14 s each in a
-//! release build), to flood the validation threads with.
+//! release build), to flood the validation threads with. And a result of
+//! 5 MiB that takes ~500 MB once parsed (`{"":0}` is 7 bytes of text and
+//! ~680 bytes of `serde_json::Value`).
 
 use serde_json::json;
 use wasm_mcp_guest::{ErrorCode, Tool, ToolError};
@@ -30,24 +32,29 @@ pub const WIRE_TOOLS: &[&str] = &[
     "costly_result",
     "branching_result",
     "slow_check_result",
+    "object_flood_result",
 ];
 /// Filler tools: with the wire tools, 306 declared.
-pub const FILLERS: usize = 296;
+pub const FILLERS: usize = 295;
 
 /// `{"n":[1e9,1e9,…]}` of about `bytes` bytes: each `1e9` becomes
 /// `1000000000.0` once parsed and serialized again (3.25× larger).
 pub fn numbers(bytes: usize) -> String {
-    let count = bytes / 4;
-    let mut s = String::with_capacity(count * 4 + 8);
-    s.push_str("{\"n\":[");
-    for i in 0..count {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str("1e9");
-    }
-    s.push_str("]}");
-    s
+    array_of("n", "1e9", bytes)
+}
+
+/// `{"a":[{"":0},{"":0},…]}` of about `bytes` bytes: a one-member object
+/// is a whole B-tree node once parsed.
+pub fn object_flood(bytes: usize) -> String {
+    array_of("a", r#"{"":0}"#, bytes)
+}
+
+/// `{"<key>":[<item>,<item>,…]}`, as many items as fit `bytes` with their
+/// commas.
+fn array_of(key: &str, item: &str, bytes: usize) -> String {
+    let count = bytes / (item.len() + 1);
+    let items = vec![item; count].join(",");
+    format!("{{\"{key}\":[{items}]}}")
 }
 
 pub fn tool_names() -> Vec<String> {
@@ -125,6 +132,7 @@ fn run(name: &str) -> Result<String, ToolError> {
             Ok(format!("{{\"s\":\"{}\"}}", "a".repeat(4 << 20)))
         }
         "slow_check_result" => Ok(json!({"a": vec![1.7e308; 6000]}).to_string()),
+        "object_flood_result" => Ok(object_flood((5 << 20) - 4096)),
         _ => Ok("{}".into()),
     }
 }
@@ -153,6 +161,8 @@ mod tests {
         assert!(out.starts_with("{\"n\":[1e9,1e9,"), "not re-serialized");
         let e = wasm_mcp_guest::call(&t, "huge_error", "{}").unwrap_err();
         assert_eq!(e.message.len(), 100 << 20);
-        assert_eq!(wasm_mcp_guest::call(&t, "filler_295", "{}").unwrap(), "{}");
+        assert_eq!(wasm_mcp_guest::call(&t, "filler_294", "{}").unwrap(), "{}");
+        let flood = wasm_mcp_guest::call(&t, "object_flood_result", "{}").unwrap();
+        assert!(flood.len() < 5 << 20 && flood.starts_with(r#"{"a":[{"":0},{"":0}"#));
     }
 }
