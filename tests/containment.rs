@@ -303,6 +303,40 @@ fn mkfifo(path: &Path) {
     assert!(ok, "mkfifo {}", path.display());
 }
 
+/// The check before an open cannot see a FIFO renamed into place after
+/// it: one call of a hostile plugin trades the file `f` and a FIFO `p`
+/// places over and over, while another opens `f` for reading over and
+/// over. An open that found the FIFO blocked its thread for good (past the
+/// deadline: the call was never answered). The open cannot block now
+/// (`disk_guard::open_beneath`: `O_NONBLOCK`, then `fstat` on what it
+/// opened): both calls end on time and the server keeps serving.
+#[test]
+fn a_fifo_renamed_in_after_the_check_does_not_block_the_open() {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("f"), "file").unwrap();
+    mkfifo(&wt.path().join("p"));
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--timeout-ms", "8000"]);
+    for (id, mode) in [(1, "swap_fifo"), (2, "open")] {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "create_race", "arguments": {"mode": mode, "ms": 3000}}});
+        s.send_raw(&msg.to_string());
+    }
+    let opens = result_of(&mut s, 2, Duration::from_secs(30));
+    assert!(!is_error(&opens), "{opens}");
+    assert!(
+        opens["structuredContent"]["kept"].as_u64().unwrap() > 0,
+        "{opens}"
+    );
+    let swaps = result_of(&mut s, 1, Duration::from_secs(30));
+    assert!(!is_error(&swaps), "{swaps}");
+    let r = s.call("fs_read", json!({"path": "f"}));
+    assert!(
+        !is_error(&r) || text_of(&r).contains("not a regular file"),
+        "{r}"
+    );
+}
+
 /// A hostile file tree: FIFOs (and a socket) in the worktree, put there by
 /// someone other than a plugin (git cannot check one out, a guest cannot
 /// make one). Opening a FIFO blocks until a writer comes, on the thread

@@ -30,6 +30,8 @@ use wasmtime_wasi::p2::{
 use crate::disk_budget::{CallBudget, Charge, Cost, Exceeded};
 use crate::sandbox::DirId;
 
+mod open_beneath;
+
 impl std::error::Error for Exceeded {}
 
 impl Exceeded {
@@ -108,6 +110,27 @@ fn skipped_in_listings(e: &FsError) -> bool {
     )
 }
 
+/// `open-at` that cannot block (a FIFO renamed into place after the
+/// check before it: see `open_beneath`); wasmtime-wasi's own where
+/// `openat2` is unavailable.
+async fn open_unblocking(
+    fs: &mut WasiFilesystemCtxView<'_>,
+    fd: Resource<Descriptor>,
+    path_flags: types::PathFlags,
+    path: String,
+    oflags: types::OpenFlags,
+    flags: types::DescriptorFlags,
+) -> FsResult<Resource<Descriptor>> {
+    let opened = match fs.table.get(&fd)? {
+        Descriptor::Dir(dir) => open_beneath::open_beneath(dir, path_flags, &path, oflags, flags),
+        Descriptor::File(_) => return Err(ErrorCode::NotDirectory.into()),
+    };
+    match opened {
+        open_beneath::Opened::Done(opened) => Ok(fs.table.push(opened?)?),
+        open_beneath::Opened::Unavailable => fs.open_at(fd, path_flags, path, oflags, flags).await,
+    }
+}
+
 fn file_len(file: &std::fs::File) -> u64 {
     file.metadata().map(|m| m.len()).unwrap_or(0)
 }
@@ -180,8 +203,10 @@ impl GuardedFs<'_> {
     /// `unsupported`: opening a FIFO blocks until its other end is opened,
     /// on the thread running the call (file operations run on it) and past
     /// the call's deadline, which cannot interrupt a system call; a device
-    /// is not worktree data. Anything else, or an error, is left to the
-    /// open itself.
+    /// is not worktree data, and opening one can act on it. Anything else,
+    /// or an error, is left to the open itself, which cannot block either
+    /// (`open_beneath`: a FIFO renamed into place after this check is
+    /// refused there); this check keeps a device from being opened at all.
     async fn is_special_at(
         &mut self,
         fd: &Resource<Descriptor>,
@@ -211,24 +236,34 @@ impl GuardedFs<'_> {
         let is = |e: &FsError, code: ErrorCode| e.downcast_ref() == Some(&code);
         if !oflags.contains(types::OpenFlags::EXCLUSIVE) {
             let existing = oflags & !types::OpenFlags::CREATE;
-            match self
-                .fs
-                .open_at(at(), path_flags, path.clone(), existing, flags)
-                .await
+            match open_unblocking(
+                &mut self.fs,
+                at(),
+                path_flags,
+                path.clone(),
+                existing,
+                flags,
+            )
+            .await
             {
                 Err(e) if is(&e, ErrorCode::NoEntry) => {}
                 done => return done,
             }
             let exclusive = oflags | types::OpenFlags::EXCLUSIVE;
-            let op = self
-                .fs
-                .open_at(at(), path_flags, path.clone(), exclusive, flags);
+            let op = open_unblocking(
+                &mut self.fs,
+                at(),
+                path_flags,
+                path.clone(),
+                exclusive,
+                flags,
+            );
             match Self::charged(self.budget, true, Cost::entry(), op).await {
                 Err(e) if is(&e, ErrorCode::Exist) => {}
                 done => return done,
             }
         }
-        let op = self.fs.open_at(fd, path_flags, path, oflags, flags);
+        let op = open_unblocking(&mut self.fs, fd, path_flags, path, oflags, flags);
         Self::charged(self.budget, true, Cost::entry(), op).await
     }
 
@@ -366,7 +401,7 @@ impl HostDescriptor for GuardedFs<'_> {
             self.open_creating(fd, path_flags, path, oflags, flags)
                 .await
         } else {
-            self.fs.open_at(fd, path_flags, path, oflags, flags).await
+            open_unblocking(&mut self.fs, fd, path_flags, path, oflags, flags).await
         };
         if opened.is_err() {
             self.budget.close_file();

@@ -20,6 +20,11 @@ use crate::grants::{Filesystem, Grant};
 use crate::limits::{Limits, StoreLimiter, EPOCH_TICK};
 use crate::logpipe::LogPipe;
 
+/// File operations run on the calling thread (which already runs the
+/// guest) instead of a spawn_blocking round trip per operation; the
+/// descriptors `disk_guard` opens itself say the same.
+pub const ALLOW_BLOCKING_CURRENT_THREAD: bool = true;
+
 /// How the worktree is mounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsAccess {
@@ -386,9 +391,7 @@ impl Sandbox {
             .allow_udp(false)
             .allow_ip_name_lookup(false);
         b.socket_addr_check(|_, _| Box::pin(async { false }));
-        // File operations run on the calling thread (which already runs the
-        // guest) instead of a spawn_blocking round trip per operation.
-        b.allow_blocking_current_thread(true);
+        b.allow_blocking_current_thread(ALLOW_BLOCKING_CURRENT_THREAD);
         if let Some(at) = self.frozen_at {
             b.wall_clock(FrozenWall(at))
                 .monotonic_clock(FrozenMonotonic);

@@ -90,7 +90,7 @@ pub fn tools() -> Vec<Tool> {
         t(
             "create_race",
             obj(
-                json!({"mode": {"enum": ["flip", "create"]},
+                json!({"mode": {"enum": ["flip", "create", "swap_fifo", "open"]},
                        "ms": {"type": "integer", "minimum": 0}}),
                 &["mode", "ms"],
             ),
@@ -249,6 +249,10 @@ fn hold_read_streams(
 /// apart. `create`: opens `f` with create; when that made a new, empty `f`
 /// (still the one at `f`), moves it to `keep/N`. Run together, an open
 /// that a check before it took for "exists" may create. How many it kept.
+/// `swap_fifo`: the file `f` and the FIFO `p` trade places and back, over
+/// and over. `open`: opens `f` for reading, over and over (how many
+/// opened). Run together, an open that the check before it took for a
+/// file may find the FIFO.
 #[cfg(target_arch = "wasm32")]
 fn create_race(mode: &str, ms: u64) -> u64 {
     use wasip2::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
@@ -262,6 +266,21 @@ fn create_race(mode: &str, ms: u64) -> u64 {
     let pause = std::time::Duration::from_millis(1);
     let mut kept = 0;
     while std::time::Instant::now() < end {
+        if mode == "swap_fifo" {
+            let _ = root.rename_at("f", &root, "t");
+            let _ = root.rename_at("p", &root, "f");
+            let _ = root.rename_at("f", &root, "p");
+            let _ = root.rename_at("t", &root, "f");
+            continue;
+        }
+        if mode == "open" {
+            let read = DescriptorFlags::READ;
+            kept += u64::from(
+                root.open_at(PathFlags::empty(), "f", OpenFlags::empty(), read)
+                    .is_ok(),
+            );
+            continue;
+        }
         if mode == "flip" {
             if root.rename_at("f", &root, "x").is_ok() {
                 std::thread::sleep(pause);
