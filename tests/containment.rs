@@ -303,6 +303,38 @@ fn mkfifo(path: &Path) {
     assert!(ok, "mkfifo {}", path.display());
 }
 
+/// What a guest's WASI calls allocate on the host, outside its memory
+/// limit, is bounded per call: one `get-random-bytes` asks for at most
+/// 1 MiB (wasmtime-wasi allowed 64 MiB: one uninterruptible host call of
+/// ~330 ms, and eight calls looping on it held up another plugin's calls
+/// for 2 s), and a call holds at most 16,384 resources (a million: ~290 MB
+/// of clock pollables in one call). Past either, the call traps, saying
+/// why; the server goes on.
+#[test]
+fn what_a_call_allocates_on_the_host_is_bounded() {
+    let wt = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
+    let hoard =
+        |s: &mut Server, kind: &str, n: u64| s.call("host_hoard", json!({"kind": kind, "n": n}));
+    let r = hoard(&mut s, "random", 1 << 20);
+    assert_eq!(r["structuredContent"]["got"], 1 << 20, "{r}");
+    let r = hoard(&mut s, "random", (1 << 20) + 1);
+    assert_eq!(error_kind(&r), "trap", "{r}");
+    assert!(text_of(&r).contains("exceeds limit 1048576"), "{r}");
+    // A clock subscription is two resources (its deadline and its pollable).
+    let r = hoard(&mut s, "pollables", 5_000);
+    assert_eq!(r["structuredContent"]["got"], 5_000, "{r}");
+    let r = hoard(&mut s, "pollables", 20_000);
+    assert_eq!(error_kind(&r), "trap", "{r}");
+    assert!(
+        text_of(&r).contains("resource table has no free keys"),
+        "{r}"
+    );
+    let r = hoard(&mut s, "random", 16);
+    assert_eq!(r["structuredContent"]["got"], 16, "{r}");
+}
+
 /// The check before an open cannot see a FIFO renamed into place after
 /// it: one call of a hostile plugin trades the file `f` and a FIFO `p`
 /// places over and over, while another opens `f` for reading over and
@@ -484,6 +516,14 @@ fn a_plugin_cannot_take_the_servers_open_files() {
     assert!(!is_error(&r), "{r}");
     let out: Value = serde_json::from_str(&text_of(&r)).unwrap();
     assert_eq!(out["opened"], 10, "{r}");
+    // Dropping handles that were never counted gives nothing back: the
+    // worktree's preopen handles, which `get-directories` hands out anew
+    // each time, took the count to zero (a helper's find: 20,000 held).
+    for listings in [false, true] {
+        let args = json!({"count": 1000, "listings": listings, "drop_preopens": true});
+        let r = s.call("hold_files", args);
+        assert!(text_of(&r).contains("more than 10"), "{r}");
+    }
     assert_flag_refused(wt.path(), plugins.path(), "--max-open-files", "0");
 }
 
@@ -512,15 +552,21 @@ fn big_listings_count_by_their_size() {
 
 /// Code too costly to compile is refused from its shape before any
 /// compiler runs: a 4 MB component of 1,000,000 empty functions took
-/// 6.2 GB and 11-26 s to compile, holding start-up (a helper's find). The
-/// other plugin is served.
+/// 6.2 GB and 11-26 s to compile, holding start-up; 246 MB of unused record
+/// types loaded and kept 4.5 GB for the server's life (helpers' finds).
+/// The other plugin is served.
 #[test]
 fn a_compile_bomb_is_refused_before_it_is_compiled() {
     let funcs = "(func)".repeat(wasm_mcp_host::code_limits::MAX_FUNCTIONS as usize + 1);
     let bomb = wat::parse_str(format!("(component (core module {funcs}))")).unwrap();
+    // ~1 KB of binary per type: past the 4 MiB of declarations allowed.
+    let ty = format!("(type (func (param {})))", "i32 ".repeat(1000));
+    let types = ty.repeat(4400);
+    let types = wat::parse_str(format!("(component (core module {types}))")).unwrap();
     let wt = worktree();
     let plugins = plugin_dir(&["plugins/workspace.wasm"]);
     std::fs::write(plugins.path().join("bomb.wasm"), bomb).unwrap();
+    std::fs::write(plugins.path().join("types.wasm"), types).unwrap();
     let (mut s, log) = Server::start_logged(wt.path(), plugins.path(), &["--no-cache"]);
     let r = read_file_within(&mut s, 1, Duration::from_secs(30));
     assert_eq!(r["structuredContent"]["content"], "inside\n", "{r}");
@@ -528,6 +574,10 @@ fn a_compile_bomb_is_refused_before_it_is_compiled() {
     let log = log.read();
     assert!(log.contains("too costly to compile"), "{log}");
     assert!(log.contains("100001 functions"), "{log}");
+    assert!(
+        log.contains("bytes of type and linking declarations"),
+        "{log}"
+    );
 }
 
 /// A read stream of a file holds a buffer on the host once a read is

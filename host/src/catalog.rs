@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use wasm_mcp_protocol::text::{display_clipped, SHOWN_TEXT_BYTES};
 use wasm_mcp_protocol::{
     cap_description, check_schema_text, parse_object_schema, quoted_name, shown_name,
-    valid_tool_name, CheckedSchema, RegexBudget, SchemaError, SchemaLimits, TOOL_NAME_RULE,
+    valid_tool_name, CheckedSchema, SchemaBudget, SchemaError, SchemaLimits, TOOL_NAME_RULE,
 };
 
 use crate::grants::Filesystem;
@@ -61,7 +61,7 @@ pub struct Catalog {
 /// What the regular expressions of one plugin's schemas may cost in all
 /// (their count and weight, see `wasm_mcp_protocol::schema_regex`), charged
 /// in declaration order, allow-listed or not. Tools past it are refused.
-pub const REGEX_BUDGET_PER_PLUGIN: RegexBudget = RegexBudget::PER_SOURCE;
+pub const SCHEMA_BUDGET_PER_PLUGIN: SchemaBudget = SchemaBudget::PER_SOURCE;
 
 /// One plugin's tools as built for the catalog, once per loaded plugin
 /// (kept in [`Plugin`]): a rebuild after another plugin changes, or after
@@ -96,12 +96,12 @@ struct BuiltTool {
 
 impl PluginTools {
     /// Checks each admitted declaration's name, then builds it (title,
-    /// schemas), the regexes charged to one [`REGEX_BUDGET_PER_PLUGIN`].
+    /// schemas), the regexes charged to one [`SCHEMA_BUDGET_PER_PLUGIN`].
     fn build(plugin: &Plugin) -> PluginTools {
         let pname = plugin.path.display().to_string();
         let (admitted, over_cap) = within_tool_cap(&pname, &plugin.tools);
         let mut seen_here = std::collections::HashSet::new();
-        let mut regexes = REGEX_BUDGET_PER_PLUGIN;
+        let mut budget = SCHEMA_BUDGET_PER_PLUGIN;
         let declared = admitted
             .iter()
             .map(|raw| {
@@ -122,7 +122,7 @@ impl PluginTools {
                     return Declared::Refused(reject("declared twice by the same plugin".into()));
                 }
                 let built =
-                    build_tool(raw, plugin, &mut regexes).map_err(|e| reject(format!("{e:#}")));
+                    build_tool(raw, plugin, &mut budget).map_err(|e| reject(format!("{e:#}")));
                 Declared::Named(raw.name.clone(), built)
             })
             .collect();
@@ -135,17 +135,16 @@ impl PluginTools {
 fn load_schema(
     text: &str,
     what: &str,
-    regexes: &mut RegexBudget,
+    budget: &mut SchemaBudget,
 ) -> Result<(Map<String, Value>, Arc<CheckedSchema>)> {
     let limits = SchemaLimits::default();
     check_schema_text(text, &limits).with_context(|| format!("{what} refused"))?;
     let obj = parse_object_schema(text, what)?;
     let schema = Value::Object(obj.clone());
-    let checked =
-        CheckedSchema::compile_within(&schema, &limits, regexes).map_err(|e| match e {
-            SchemaError::Limit(_) => anyhow::anyhow!("{what} refused: {e}"),
-            SchemaError::Invalid(_) => anyhow::anyhow!("{what} is {e}"),
-        })?;
+    let checked = CheckedSchema::compile_within(&schema, &limits, budget).map_err(|e| match e {
+        SchemaError::Limit(_) => anyhow::anyhow!("{what} refused: {e}"),
+        SchemaError::Invalid(_) => anyhow::anyhow!("{what} is {e}"),
+    })?;
     Ok((obj, Arc::new(checked)))
 }
 
@@ -157,12 +156,12 @@ fn check_title(title: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-fn build_tool(raw: &RawTool, plugin: &Plugin, regexes: &mut RegexBudget) -> Result<BuiltTool> {
+fn build_tool(raw: &RawTool, plugin: &Plugin, budget: &mut SchemaBudget) -> Result<BuiltTool> {
     check_title(raw.title.as_deref())?;
-    let (input_schema, input) = load_schema(&raw.input_schema, "input-schema", regexes)?;
+    let (input_schema, input) = load_schema(&raw.input_schema, "input-schema", budget)?;
     let (output_schema, output) = match &raw.output_schema {
         Some(text) => {
-            let (obj, v) = load_schema(text, "output-schema", regexes)?;
+            let (obj, v) = load_schema(text, "output-schema", budget)?;
             (Some(obj), Some(v))
         }
         None => (None, None),
@@ -459,7 +458,8 @@ mod tests {
             r#"{{"type":"object","description":"{}"}}"#,
             "x".repeat(100_000)
         );
-        let empty = || RegexBudget {
+        let empty = || SchemaBudget {
+            subschemas: usize::MAX,
             patterns: 0,
             weight: 0,
         };
@@ -495,17 +495,42 @@ mod tests {
         serde_json::json!({"type": "object", "properties": props}).to_string()
     }
 
+    /// A plugin's subschemas are bounded in all, not only per schema: 256
+    /// tools with two schemas of 1,600 properties each, inside every
+    /// per-schema limit, held 1.5 GB compiled (a helper's find). Six such
+    /// schemas fit a plugin's budget; the seventh is refused before it is
+    /// compiled, and what is left stays for smaller ones.
+    #[test]
+    fn a_plugin_s_subschemas_are_bounded_in_all() {
+        let props: serde_json::Map<String, Value> = (0..1600)
+            .map(|i| (format!("p{i}"), serde_json::json!({"type": "string"})))
+            .collect();
+        let text = serde_json::json!({"type": "object", "properties": props}).to_string();
+        let mut left = SCHEMA_BUDGET_PER_PLUGIN;
+        for _ in 0..6 {
+            load_schema(&text, "input-schema", &mut left).unwrap();
+        }
+        assert_eq!(left.subschemas, 10_000 - 6 * 1601);
+        let e = load_schema(&text, "input-schema", &mut left).err().unwrap();
+        assert!(
+            format!("{e:#}").contains("1601 subschemas, over the 394 left"),
+            "{e:#}"
+        );
+        load_schema(r#"{"type":"object"}"#, "input-schema", &mut left).unwrap();
+        assert_eq!(left.subschemas, 393);
+    }
+
     /// A plugin's regular expressions are bounded in all, not only per
     /// schema: one with 40 in each of five tools' schemas gets its first six
     /// schemas (240) compiled, the next refused before it is compiled.
     #[test]
     fn a_plugin_s_regexes_are_bounded_in_all() {
         let text = patterned(40, "^a+$");
-        let mut left = REGEX_BUDGET_PER_PLUGIN;
+        let mut left = SCHEMA_BUDGET_PER_PLUGIN;
         for _ in 0..6 {
             load_schema(&text, "input-schema", &mut left).unwrap();
         }
-        assert_eq!(left.patterns, REGEX_BUDGET_PER_PLUGIN.patterns - 240);
+        assert_eq!(left.patterns, SCHEMA_BUDGET_PER_PLUGIN.patterns - 240);
         let e = load_schema(&text, "input-schema", &mut left).err().unwrap();
         assert!(
             format!("{e:#}").contains("40 regular expressions")
@@ -513,7 +538,7 @@ mod tests {
             "{e:#}"
         );
         // 64 in one schema is the most; 65 is refused whatever the budget.
-        let mut unbudgeted = RegexBudget::UNLIMITED;
+        let mut unbudgeted = SchemaBudget::UNLIMITED;
         let e = load_schema(&patterned(65, "^a+$"), "input-schema", &mut unbudgeted)
             .err()
             .unwrap();

@@ -304,8 +304,10 @@ struct CallState {
     /// Files, streams and directory listings the guest holds open (a
     /// listing counts by its size).
     open_files: AtomicU64,
-    /// What each open listing counts in `open_files`, by its stream's rep.
-    listings: std::sync::Mutex<std::collections::HashMap<u32, u64>>,
+    /// What each counted descriptor or listing counts in `open_files`, by
+    /// its resource's rep (reps are unique among a store's live
+    /// resources): only these give anything back when dropped.
+    held: std::sync::Mutex<std::collections::HashMap<u32, u64>>,
 }
 
 /// Adds `n` to `counter` unless that passes `cap`.
@@ -329,7 +331,7 @@ impl CallBudget {
             exceeded: OnceLock::new(),
             denied: AtomicBool::new(false),
             open_files: AtomicU64::new(0),
-            listings: Default::default(),
+            held: Default::default(),
         }))
     }
 
@@ -429,15 +431,19 @@ impl CallBudget {
             });
     }
 
-    /// A listing (the stream `rep`) holding `n` counted: given back when it
-    /// is dropped ([`CallBudget::listing_closed`]).
-    pub fn listing_opened(&self, rep: u32, n: u64) {
-        self.0.listings.lock().unwrap().insert(rep, n);
+    /// The resource `rep` (a descriptor or a listing) holds `n` counted:
+    /// given back when it is dropped ([`CallBudget::dropped`]).
+    pub fn held_by(&self, rep: u32, n: u64) {
+        self.0.held.lock().unwrap().insert(rep, n);
     }
 
-    /// The listing `rep` was dropped: what it counted is given back.
-    pub fn listing_closed(&self, rep: u32) {
-        let n = self.0.listings.lock().unwrap().remove(&rep).unwrap_or(1);
+    /// The resource `rep` was dropped: what it counted, if anything, is
+    /// given back. A resource never counted gives nothing back: dropping
+    /// the worktree's preopen handles, which `get-directories` hands out
+    /// anew at each call, took the count back to zero with files still
+    /// open (20,000 held past a bound of 256; a helper's find).
+    pub fn dropped(&self, rep: u32) {
+        let n = self.0.held.lock().unwrap().remove(&rep).unwrap_or(0);
         self.close_files(n);
     }
 

@@ -403,8 +403,9 @@ impl HostDescriptor for GuardedFs<'_> {
         } else {
             open_unblocking(&mut self.fs, fd, path_flags, path, oflags, flags).await
         };
-        if opened.is_err() {
-            self.budget.close_file();
+        match &opened {
+            Ok(fd) => self.budget.held_by(fd.rep(), 1),
+            Err(_) => self.budget.close_file(),
         }
         opened
     }
@@ -516,7 +517,7 @@ impl HostDescriptor for GuardedFs<'_> {
         self.budget.open_files(counts)?;
         let listed = self.fs.read_directory(fd).await;
         match &listed {
-            Ok(stream) => self.budget.listing_opened(stream.rep(), counts),
+            Ok(stream) => self.budget.held_by(stream.rep(), counts),
             Err(_) => self.budget.close_files(counts),
         }
         listed
@@ -552,7 +553,7 @@ impl HostDescriptor for GuardedFs<'_> {
     }
 
     fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
-        self.budget.close_file();
+        self.budget.dropped(fd.rep());
         HostDescriptor::drop(&mut self.fs, fd)
     }
 
@@ -657,7 +658,7 @@ impl HostDirectoryEntryStream for GuardedFs<'_> {
     }
 
     fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
-        self.budget.listing_closed(stream.rep());
+        self.budget.dropped(stream.rep());
         HostDirectoryEntryStream::drop(&mut self.fs, stream)
     }
 }

@@ -23,9 +23,20 @@ use tokio::task::JoinHandle;
 /// Calls in flight in this process (all sessions and transports).
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
-/// Where calls beyond the first in flight run (started on first use, never
-/// dropped: a runtime cannot be dropped from async code).
-static POOL: OnceLock<Runtime> = OnceLock::new();
+/// Where calls beyond the first in flight run (started by [`start_pool`]
+/// or on first use, never dropped: a runtime cannot be dropped from async
+/// code). `None`: it could not be started; calls run inline.
+static POOL: OnceLock<Option<Runtime>> = OnceLock::new();
+
+/// Starts the call pool now: the server does before it serves, so a
+/// failure is its start's (building a runtime takes descriptors, and a
+/// plugin's call holding the process's last ones made the first start,
+/// on a second call in flight, panic, and that call was never answered).
+pub fn start_pool() -> std::io::Result<()> {
+    let mut failed = None;
+    POOL.get_or_init(|| build_pool().map_err(|e| failed = Some(e)).ok());
+    failed.map_or(Ok(()), Err)
+}
 
 /// Runs `call` inline when it is the only call in flight, else on the call
 /// pool. `None`: the pool dropped the call (the process is shutting down).
@@ -37,10 +48,11 @@ where
     F::Output: Send + 'static,
 {
     let slot = InFlight::enter();
-    if slot.alone {
-        return Some(call.await);
-    }
-    let mut task = AbortOnDrop(pool().spawn(call));
+    let pool = match pool() {
+        Some(pool) if !slot.alone => pool,
+        _ => return Some(call.await),
+    };
+    let mut task = AbortOnDrop(pool.spawn(call));
     let out = match (&mut task.0).await {
         Ok(out) => Some(out),
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -50,15 +62,22 @@ where
     out
 }
 
-fn pool() -> &'static tokio::runtime::Handle {
-    POOL.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .thread_name("wasm-mcp-call")
-            .enable_all()
-            .build()
-            .expect("starting the call pool")
-    })
-    .handle()
+fn pool() -> Option<&'static tokio::runtime::Handle> {
+    let pool = POOL.get_or_init(|| match build_pool() {
+        Ok(pool) => Some(pool),
+        Err(e) => {
+            tracing::warn!("calls run on the connection's thread: starting the call pool: {e}");
+            None
+        }
+    });
+    pool.as_ref().map(Runtime::handle)
+}
+
+fn build_pool() -> std::io::Result<Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_name("wasm-mcp-call")
+        .enable_all()
+        .build()
 }
 
 /// One call counted in [`IN_FLIGHT`] while it lives.

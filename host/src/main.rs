@@ -517,6 +517,7 @@ fn sign_all(key: &Path, plugins: &[PathBuf]) -> Result<()> {
 async fn serve(args: ServeArgs) -> Result<()> {
     // Options are checked (token readable, config valid) before plugins load.
     let http = args.http.http.map(|a| args.http.options(a)).transpose()?;
+    wasm_mcp_host::dispatch::start_pool().context("starting the call pool")?;
     let registry = open_registry(&args.common, !args.no_baseline_compiler).await?;
     let catalog = registry.catalog();
     tracing::info!(tools = catalog.len(), worktree = %args.common.worktree.display(), "plugins loaded");

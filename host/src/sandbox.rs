@@ -25,6 +25,20 @@ use crate::logpipe::LogPipe;
 /// descriptors `disk_guard` opens itself say the same.
 pub const ALLOW_BLOCKING_CURRENT_THREAD: bool = true;
 
+/// Most bytes one `get-random-bytes` (or `get-insecure-random-bytes`) may
+/// ask for; more traps the call. wasmtime-wasi's default, 64 MiB, was one
+/// uninterruptible host call of ~330 ms, allocated on the host outside the
+/// call's memory limit (eight calls looping on it held up other plugins'
+/// calls for 2 s; a helper's find). Seeds, keys and UUIDs take bytes.
+pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
+
+/// Most WASI resources (descriptors, streams, pollables, listings, ...)
+/// one call's guest may hold at once; the next traps the call. Each is
+/// host memory the memory limit does not see (a pollable ~290 bytes), and
+/// wasmtime's default allows a million. Files are bounded lower still
+/// (`--max-open-files`).
+pub const MAX_RESOURCES_PER_CALL: usize = 16_384;
+
 /// How the worktree is mounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsAccess {
@@ -392,6 +406,7 @@ impl Sandbox {
             .allow_ip_name_lookup(false);
         b.socket_addr_check(|_, _| Box::pin(async { false }));
         b.allow_blocking_current_thread(ALLOW_BLOCKING_CURRENT_THREAD);
+        b.max_random_size(MAX_RANDOM_BYTES);
         if let Some(at) = self.frozen_at {
             b.wall_clock(FrozenWall(at))
                 .monotonic_clock(FrozenMonotonic);
@@ -401,9 +416,11 @@ impl Sandbox {
             None => None,
         };
         let memory = grant.memory_bytes.min(self.limits.memory_bytes);
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES_PER_CALL);
         let state = StoreState {
             wasi: b.build(),
-            table: ResourceTable::new(),
+            table,
             limiter: StoreLimiter::new(memory, self.limits.per_component),
             disk: CallBudget::new(grant.disk, plugin_disk, self.disk_usage.clone()),
             stdout,

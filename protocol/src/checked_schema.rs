@@ -5,7 +5,7 @@ use std::ops::Deref;
 
 use serde_json::Value;
 
-use crate::schema_limits::{check_schema, RegexBudget, SchemaLimitError, SchemaLimits};
+use crate::schema_limits::{check_schema, SchemaBudget, SchemaLimitError, SchemaLimits};
 
 /// Why a schema could not be used.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -34,7 +34,7 @@ pub struct CheckedSchema {
 impl CheckedSchema {
     /// Check the limits, then compile (no remote reference is ever fetched).
     pub fn compile(schema: &Value, limits: &SchemaLimits) -> Result<Self, SchemaError> {
-        let mut unbudgeted = RegexBudget::UNLIMITED;
+        let mut unbudgeted = SchemaBudget::UNLIMITED;
         Self::compile_within(schema, limits, &mut unbudgeted)
     }
 
@@ -44,21 +44,21 @@ impl CheckedSchema {
     pub fn compile_within(
         schema: &Value,
         limits: &SchemaLimits,
-        regexes: &mut RegexBudget,
+        budget: &mut SchemaBudget,
     ) -> Result<Self, SchemaError> {
         // Weighed within what is left of the budget: an exhausted budget
         // refuses the next regex before any work on it.
         let mut within = limits.clone();
-        within.max_pattern_weight = within.max_pattern_weight.min(regexes.weight);
+        within.max_pattern_weight = within.max_pattern_weight.min(budget.weight);
         let stats = match check_schema(schema, &within) {
             Ok(stats) => stats,
             Err(e @ SchemaLimitError::Pattern { .. }) => {
-                regexes.spend_on_refused();
+                budget.spend_on_refused();
                 return Err(e.into());
             }
             Err(e) => return Err(e.into()),
         };
-        regexes.charge(&stats)?;
+        budget.charge(&stats)?;
         let validator = crate::schema::compile_value(schema).map_err(SchemaError::Invalid)?;
         Ok(CheckedSchema {
             validator,

@@ -28,7 +28,7 @@ pub use schema::{
     compile_schema, compile_value, is_object_schema, parse_object_schema, MissingType,
 };
 pub use schema_limits::{
-    check_schema, check_schema_text, RegexBudget, SchemaLimitError, SchemaLimits,
+    check_schema, check_schema_text, SchemaBudget, SchemaLimitError, SchemaLimits,
 };
 pub use text::{cap_description, display_clipped, MAX_DESCRIPTION, SHOWN_TEXT_BYTES};
 pub use validate::{check_result, validate};

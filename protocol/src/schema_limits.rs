@@ -100,33 +100,41 @@ pub enum SchemaLimitError {
     PatternBudget {
         count: usize,
         weight: u64,
-        left: RegexBudget,
+        left: SchemaBudget,
     },
+    #[error("schema has {count} subschemas, over the {left} left of its plugin's or server's schema budget")]
+    SubschemaBudget { count: usize, left: usize },
 }
 
-/// What the regular expressions of several schemas may cost in all (one
-/// plugin's on the server, one server's in the harness): the schemas that
-/// do not fit are refused before they are compiled.
+/// What several schemas may cost in all (one plugin's on the server, one
+/// server's in the harness): their subschemas (each is compiled, ~2 KB of
+/// validator: 256 tools with two schemas of 1,600 properties each, inside
+/// every per-schema limit, held 1.5 GB) and their regular expressions. The
+/// schemas that do not fit are refused before they are compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegexBudget {
+pub struct SchemaBudget {
+    pub subschemas: usize,
     pub patterns: usize,
     pub weight: u64,
 }
 
-impl std::fmt::Display for RegexBudget {
+impl std::fmt::Display for SchemaBudget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} regexes of weight {}", self.patterns, self.weight)
     }
 }
 
-impl RegexBudget {
-    /// One plugin's or one server's: at most ~0.5 s of regex compiling in
-    /// all on a 2-core machine (see `schema_regex`).
-    pub const PER_SOURCE: RegexBudget = RegexBudget {
+impl SchemaBudget {
+    /// One plugin's or one server's: 10,000 subschemas (five schemas at
+    /// the per-schema limit; ~20 MB compiled), and at most ~0.5 s of regex
+    /// compiling in all on a 2-core machine (see `schema_regex`).
+    pub const PER_SOURCE: SchemaBudget = SchemaBudget {
+        subschemas: 10_000,
         patterns: 256,
         weight: 2_000_000,
     };
-    pub const UNLIMITED: RegexBudget = RegexBudget {
+    pub const UNLIMITED: SchemaBudget = SchemaBudget {
+        subschemas: usize::MAX,
         patterns: usize::MAX,
         weight: u64::MAX,
     };
@@ -140,6 +148,12 @@ impl RegexBudget {
 
     /// Take what `stats` needs, or refuse and take nothing.
     pub fn charge(&mut self, stats: &SchemaStats) -> Result<(), SchemaLimitError> {
+        if stats.subschemas > self.subschemas {
+            return Err(SchemaLimitError::SubschemaBudget {
+                count: stats.subschemas,
+                left: self.subschemas,
+            });
+        }
         if stats.patterns > self.patterns || stats.pattern_weight > self.weight {
             return Err(SchemaLimitError::PatternBudget {
                 count: stats.patterns,
@@ -147,6 +161,7 @@ impl RegexBudget {
                 left: *self,
             });
         }
+        self.subschemas -= stats.subschemas;
         self.patterns -= stats.patterns;
         self.weight -= stats.pattern_weight;
         Ok(())

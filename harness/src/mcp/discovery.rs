@@ -14,7 +14,7 @@ use crate::run::policy::ServerPolicy;
 use crate::tools::faults::CallFault;
 use crate::tools::naming::{local_name, Binding};
 use crate::tools::tool::Tool;
-use wasm_mcp_protocol::{CheckedSchema, RegexBudget, SchemaLimits};
+use wasm_mcp_protocol::{CheckedSchema, SchemaBudget, SchemaLimits};
 
 pub const MAX_PAGES: usize = 100;
 pub const MAX_TOOLS: usize = 1000;
@@ -227,7 +227,7 @@ pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, 
         .map(|(name, _)| name.to_string())
         .collect();
     let mut out = Selection::default();
-    let mut regexes = RegexBudget::PER_SOURCE;
+    let mut budget = SchemaBudget::PER_SOURCE;
     for t in raw {
         if !policy.is_exposed(&t.name) {
             if duplicates.contains(&t.name) && !out.skipped.iter().any(|s| s.name == t.name) {
@@ -248,7 +248,7 @@ pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, 
             });
             continue;
         }
-        out.tools.push(build_tool(policy, t, &mut regexes)?);
+        out.tools.push(build_tool(policy, t, &mut budget)?);
     }
     Ok(out)
 }
@@ -258,18 +258,18 @@ pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, 
 fn build_tool(
     policy: &ServerPolicy,
     t: ListedTool,
-    regexes: &mut RegexBudget,
+    budget: &mut SchemaBudget,
 ) -> Result<Tool, DiscoveryError> {
     if !is_object_schema(&t.input_schema) {
         return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
     }
-    let input_validator = compile_schema(&t.name, "input", &t.input_schema, regexes)?;
+    let input_validator = compile_schema(&t.name, "input", &t.input_schema, budget)?;
     let output_validator = match &t.output_schema {
         None | Some(Value::Null) => None,
         Some(s) if !is_object_schema(s) => {
             return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
         }
-        Some(s) => Some(compile_schema(&t.name, "output", s, regexes)?),
+        Some(s) => Some(compile_schema(&t.name, "output", s, budget)?),
     };
     let description = wasm_mcp_protocol::cap_description(
         t.description
@@ -300,9 +300,9 @@ fn compile_schema(
     tool: &str,
     which: &'static str,
     schema: &Value,
-    regexes: &mut RegexBudget,
+    budget: &mut SchemaBudget,
 ) -> Result<Arc<CheckedSchema>, DiscoveryError> {
-    CheckedSchema::compile_within(schema, &SchemaLimits::default(), regexes)
+    CheckedSchema::compile_within(schema, &SchemaLimits::default(), budget)
         .map(Arc::new)
         .map_err(|e| DiscoveryError::InvalidSchema {
             tool: tool.into(),

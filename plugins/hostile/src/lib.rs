@@ -72,8 +72,18 @@ pub fn tools() -> Vec<Tool> {
                 json!({"count": {"type": "integer", "minimum": 0},
                        "listings": {"type": "boolean"},
                        "streams_of": {"type": "string"},
+                       "drop_preopens": {"type": "boolean"},
                        "hold_ms": {"type": "integer", "minimum": 0}}),
                 &["count"],
+            ),
+            None,
+        ),
+        t(
+            "host_hoard",
+            obj(
+                json!({"kind": {"enum": ["random", "pollables"]},
+                       "n": {"type": "integer", "minimum": 0}}),
+                &["kind", "n"],
             ),
             None,
         ),
@@ -169,13 +179,16 @@ fn symlink(target: &str, link: &str) -> std::io::Result<()> {
 }
 
 /// See the `hold_files` tool: how many handles it got, and the error that
-/// stopped it.
+/// stopped it. `drop_preopens`: after each, the handles `get-directories`
+/// hands out (new ones each time, of the same preopened directory) are
+/// dropped, which must give back nothing.
 #[cfg(target_arch = "wasm32")]
 fn hold_files(
     count: u64,
     listings: bool,
     streams_of: Option<&str>,
     hold_ms: u64,
+    drop_preopens: bool,
 ) -> (usize, Option<String>) {
     use wasip2::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
     let Some((root, _)) = wasip2::filesystem::preopens::get_directories()
@@ -203,6 +216,9 @@ fn hold_files(
         if let Err(e) = held {
             error = Some(format!("{e:?}"));
             break;
+        }
+        if drop_preopens {
+            drop(wasip2::filesystem::preopens::get_directories());
         }
     }
     std::thread::sleep(std::time::Duration::from_millis(hold_ms));
@@ -310,13 +326,32 @@ fn create_race(mode: &str, ms: u64) -> u64 {
     kept
 }
 
+/// See the `host_hoard` tool: `random`, one `get-random-bytes` of `n`
+/// bytes (allocated on the host, then copied in); `pollables`, `n` clock
+/// subscriptions kept (host memory each, none in the guest). How many.
+#[cfg(target_arch = "wasm32")]
+fn host_hoard(kind: &str, n: u64) -> u64 {
+    if kind == "random" {
+        return wasip2::random::random::get_random_bytes(n).len() as u64;
+    }
+    let held: Vec<_> = (0..n)
+        .map(|_| wasip2::clocks::monotonic_clock::subscribe_duration(1 << 40))
+        .collect();
+    held.len() as u64
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn host_hoard(_: &str, _: u64) -> u64 {
+    0
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 fn create_race(_: &str, _: u64) -> u64 {
     0
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-fn hold_files(_: u64, _: bool, _: Option<&str>, _: u64) -> (usize, Option<String>) {
+fn hold_files(_: u64, _: bool, _: Option<&str>, _: u64, _: bool) -> (usize, Option<String>) {
     (0, Some("only in wasm".into()))
 }
 
@@ -436,8 +471,13 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
             let listings = args.get("listings").and_then(Value::as_bool) == Some(true);
             let hold = args.get("hold_ms").and_then(Value::as_u64).unwrap_or(0);
             let streams_of = args.get("streams_of").and_then(Value::as_str);
-            let (opened, error) = hold_files(count, listings, streams_of, hold);
+            let drop_preopens = args.get("drop_preopens").and_then(Value::as_bool) == Some(true);
+            let (opened, error) = hold_files(count, listings, streams_of, hold, drop_preopens);
             json!({"opened": opened, "error": error})
+        }
+        "host_hoard" => {
+            let n = args.get("n").and_then(Value::as_u64).unwrap_or(0);
+            json!({"got": host_hoard(&arg("kind"), n)})
         }
         "sleep_forever" => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
@@ -507,7 +547,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 20);
+        assert_eq!(super::tools().len(), 21);
         assert_eq!(
             super::call("bad_output", "{}").unwrap()["n"],
             "not a number"

@@ -228,7 +228,8 @@ fn a_schema_s_regexes_are_weighed_in_all() {
 /// nothing from it; a refused regex costs it as a heavy one.
 #[test]
 fn a_budget_refuses_without_taking() {
-    let mut budget = RegexBudget {
+    let mut budget = SchemaBudget {
+        subschemas: 100,
         patterns: 3,
         weight: 30_000,
     };
@@ -243,11 +244,11 @@ fn a_budget_refuses_without_taking() {
     budget.charge(&light).unwrap();
     assert_eq!(budget.patterns, 0);
     assert!(budget.charge(&light).is_err());
-    let mut budget = RegexBudget::PER_SOURCE;
+    let mut budget = SchemaBudget::PER_SOURCE;
     budget.spend_on_refused();
     assert_eq!(
         budget.weight,
-        RegexBudget::PER_SOURCE.weight - MAX_PATTERN_WEIGHT
+        SchemaBudget::PER_SOURCE.weight - MAX_PATTERN_WEIGHT
     );
 }
 
