@@ -611,17 +611,55 @@ async fn a_2025_11_25_client_gets_a_session() {
     assert_eq!(r.status(), 200);
     let msg = message_of(r).await;
     assert!(msg["result"].to_string().contains("inside"), "{msg}");
-    // Ending a session that does not exist is 404, as any request naming
-    // one is (it was 202).
-    let r = c
-        .delete(&s.url)
+    // Ending the session is 204 (rmcp's 202 made the Python SDK 1.x log a
+    // warning at every close); ending one that does not exist is 404, as
+    // any request naming one is (it was 202).
+    let end = |sid: &str| {
+        c.delete(&s.url)
+            .bearer_auth(TOKEN)
+            .header("Mcp-Session-Id", sid.to_owned())
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .send()
+    };
+    assert_eq!(end(&sid).await.unwrap().status(), 204);
+    assert_eq!(end("no-such-session").await.unwrap().status(), 404);
+}
+
+/// A 2025-11-25 session whose client holds its GET stream open stays
+/// alive past the idle time (rmcp ended it after 5 quiet minutes, and the
+/// Python and TypeScript SDKs' next call failed "Session not found",
+/// neither starting a new one: a helper's find); one with no stream open
+/// still ends when idle, so abandoned sessions do not fill
+/// `--max-sessions`. Here with `--session-idle-secs 2`.
+#[tokio::test]
+async fn a_session_lives_while_its_client_listens_and_ends_when_idle() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &["--session-idle-secs", "2"]);
+    let c = client();
+    let (listened, _) = open_session(&c, &s.url).await;
+    let (quiet, _) = open_session(&c, &s.url).await;
+    let stream = c
+        .get(&s.url)
         .bearer_auth(TOKEN)
-        .header("Mcp-Session-Id", "no-such-session")
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &listened)
         .header("MCP-Protocol-Version", "2025-11-25")
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(stream.status(), 200);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let read = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "inside.txt"}}});
+    let r = in_session(&c, &s.url, &listened, &read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the listened session ended");
+    assert!(message_of(r).await["result"].to_string().contains("inside"));
+    let r = in_session(&c, &s.url, &quiet, &read).send().await.unwrap();
+    assert_eq!(r.status(), 404, "the quiet session lived on");
+    drop(stream);
 }
 
 // ---- Hostile clients at the connection and body level ----

@@ -302,10 +302,14 @@ struct HttpArgs {
     /// one is closed after 10 s).
     #[arg(long, requires = "http", default_value_t = wasm_mcp_host::http::listener::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
-    /// 2025-11-25 sessions open at once (more `initialize` → 503; a session
-    /// ends after 5 minutes idle).
+    /// 2025-11-25 sessions open at once (more `initialize` → 503).
     #[arg(long, requires = "http", default_value_t = wasm_mcp_host::http::DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
+    /// A 2025-11-25 session with no request for this long ends, unless its
+    /// client holds its GET stream open (seconds, at least 1).
+    #[arg(long, requires = "http", value_parser = clap::value_parser!(u64).range(1..),
+          default_value_t = wasm_mcp_host::http::DEFAULT_SESSION_IDLE.as_secs())]
+    session_idle_secs: u64,
     /// Serve a non-loopback address without authentication anyway.
     #[arg(long, requires = "http")]
     allow_unauthenticated_remote: bool,
@@ -334,6 +338,7 @@ impl HttpArgs {
             max_in_flight: self.max_in_flight,
             max_connections: self.max_connections,
             max_sessions: self.max_sessions,
+            session_idle: std::time::Duration::from_secs(self.session_idle_secs),
             allow_unauthenticated_remote: self.allow_unauthenticated_remote,
         })
     }

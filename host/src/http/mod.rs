@@ -27,6 +27,7 @@
 
 pub mod auth;
 pub mod listener;
+pub mod listening;
 pub mod metadata;
 pub mod origin;
 
@@ -61,6 +62,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 /// Default 2025-11-25 sessions open at once.
 pub const DEFAULT_MAX_SESSIONS: usize = 256;
+/// Default idle time after which a 2025-11-25 session with no GET stream
+/// open ends (rmcp's).
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
 /// Time a client has to send a request's body once its headers are in.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -78,6 +82,8 @@ pub struct HttpOptions {
     pub max_in_flight: usize,
     pub max_connections: usize,
     pub max_sessions: usize,
+    /// A session with no request and no GET stream open this long ends.
+    pub session_idle: Duration,
     pub allow_unauthenticated_remote: bool,
 }
 
@@ -92,6 +98,7 @@ struct Gate {
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
     session_ids: SessionIds,
+    listening: Arc<listening::Listening>,
 }
 
 /// Bind, print `listening on http://ADDR/mcp` on stderr, serve until
@@ -114,16 +121,39 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         resource: Resource::new(&base),
         in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
         max_body_bytes: opts.max_body_bytes,
-        sessions: Arc::new(LocalSessionManager::default()),
+        sessions: Arc::new(session_manager(opts.session_idle)),
         max_sessions: opts.max_sessions.max(1),
         session_ids: SessionIds::default(),
+        listening: Arc::default(),
     });
+    let _keep_alive = AbortOnDrop(listening::keep_alive(
+        gate.listening.clone(),
+        gate.sessions.clone(),
+        opts.session_idle,
+    ));
     let app = router(server, gate);
     eprintln!("wasm-mcp: listening on http://{bound}{MCP_PATH}");
     tracing::info!(%bound, auth = opts.token.is_some() || opts.oauth.is_some(), "serving over HTTP");
     listener::serve(listener, app, opts.max_connections, shutdown_signal())
         .await
         .context("HTTP server failed")
+}
+
+/// rmcp's session manager, its sessions ending after `idle` with nothing
+/// to do (kept alive while a GET stream is open: `listening`).
+fn session_manager(idle: Duration) -> LocalSessionManager {
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(idle);
+    manager
+}
+
+/// A task aborted when this is dropped (when serving ends).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A non-loopback bind needs authentication unless explicitly forced.
@@ -225,12 +255,23 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             Err(_) => return busy("too many requests in flight"),
         }
     };
+    // A GET stream keeps its session alive while it is open.
+    let listener = match (req.method(), &session) {
+        (&Method::GET, Some(session)) => Some(gate.listening.open(session)),
+        _ => None,
+    };
+    let deletes = req.method() == Method::DELETE;
     match check_scopes(&gate, &grant, req).await {
         Ok(req) => {
-            let (parts, body) = next.run(req).await.into_parts();
+            let (mut parts, body) = next.run(req).await.into_parts();
+            // A session ended is 204 (rmcp's 202 made the Python SDK 1.x,
+            // which takes 200 or 204, log a warning at every close).
+            if deletes && parts.status == StatusCode::ACCEPTED {
+                parts.status = StatusCode::NO_CONTENT;
+            }
             // The slot is freed when the response body is done or dropped.
             let body = body.map_frame(move |frame| {
-                let _held = (&permit, &held_id);
+                let _held = (&permit, &held_id, &listener);
                 frame
             });
             Response::from_parts(parts, Body::new(body))

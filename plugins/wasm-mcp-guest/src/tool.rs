@@ -255,9 +255,18 @@ fn schema_of<T: JsonSchema>() -> Value {
         .into_root_schema_for::<T>()
         .to_value();
     take_key(&mut schema, "title");
-    unwrap_descriptions(&mut schema);
+    tidy(&mut schema);
     schema
 }
+
+/// What schemars writes as `format` for Rust's number types. None is a
+/// JSON Schema format: validators ignore them, and clients that check
+/// formats strictly (AJV: the TypeScript SDK, the Inspector) warned about
+/// each on every listing (`minimum` and `maximum` carry the range).
+const NUMBER_FORMATS: &[&str] = &[
+    "int8", "int16", "int32", "int64", "int128", "int", "uint8", "uint16", "uint32", "uint64",
+    "uint128", "uint", "float", "double",
+];
 
 /// Doc comments arrive one source line per `\n`: rejoin the lines of each
 /// paragraph with a space, keep blank-line paragraph breaks.
@@ -269,17 +278,26 @@ fn unwrap_doc(doc: &str) -> String {
     paragraphs.join("\n\n")
 }
 
-fn unwrap_descriptions(v: &mut Value) {
+/// Descriptions rejoined ([`unwrap_doc`]) and schemars' number formats
+/// ([`NUMBER_FORMATS`]) dropped, throughout the schema.
+fn tidy(v: &mut Value) {
     match v {
         Value::Object(o) => {
+            let number_format = o
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| NUMBER_FORMATS.contains(&f));
+            if number_format {
+                o.remove("format");
+            }
             for (k, child) in o.iter_mut() {
                 match child {
                     Value::String(s) if k == "description" => *s = unwrap_doc(s),
-                    _ => unwrap_descriptions(child),
+                    _ => tidy(child),
                 }
             }
         }
-        Value::Array(a) => a.iter_mut().for_each(unwrap_descriptions),
+        Value::Array(a) => a.iter_mut().for_each(tidy),
         _ => {}
     }
 }
