@@ -255,6 +255,37 @@ fn list_changed_ids(s: &mut Server, wait: Duration) -> Vec<Value> {
     ids
 }
 
+/// When its input closes, the server ends its open listen streams with
+/// their final result (2026-07-28 graceful closure) and exits at once: it
+/// left them to rmcp's 5 s drain timeout, which the Inspector and the
+/// Python SDK 2.x, both leaving a listen open, met at every exit (a
+/// helper's find; the spec: servers SHOULD exit promptly when their
+/// standard input is closed).
+#[test]
+fn a_closed_input_ends_open_listen_streams_and_the_server_at_once() {
+    let wt = worktree();
+    let dir = plugin_dir(&["plugins/workspace.wasm"]);
+    let mut s = Server::spawn(wt.path(), dir.path(), &[]);
+    let listen = json!({"notifications": {"toolsListChanged": true}});
+    let id = s.send_request("subscriptions/listen", with_meta(listen));
+    let ack = s.wait_notification(
+        "notifications/subscriptions/acknowledged",
+        Duration::from_secs(30),
+    );
+    assert!(ack.is_some(), "listen acknowledged");
+    let closed = Instant::now();
+    s.close_input();
+    let done = s.wait_response(id, Duration::from_secs(10));
+    let done = done.expect("the listen stream's final result");
+    assert!(done.get("result").is_some(), "{done}");
+    assert!(s.shutdown().success());
+    let took = closed.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "exited {took:?} after its input closed"
+    );
+}
+
 #[test]
 fn every_listen_stream_hears_of_hot_reload_until_it_is_cancelled() {
     let wt = worktree();

@@ -548,8 +548,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
 
 async fn serve_stdio(server: McpServer, pipe_bytes: usize, longest: Duration) -> Result<()> {
     tracing::info!("serving on stdio");
+    let listeners = server.listeners().clone();
+    let transport = wasm_mcp_host::stdio::stdio(pipe_bytes, longest)
+        .on_input_end(move || listeners.end_streams());
     let running = server
-        .serve(wasm_mcp_host::stdio::stdio(pipe_bytes, longest))
+        .serve(transport)
         .await
         .context("MCP session failed to start")?;
     let reason = running.waiting().await;

@@ -180,7 +180,10 @@ impl ServerHandler for McpServer {
             ));
         };
         tracing::info!(id = %context.sink().id(), "subscriptions/listen opened");
-        context.cancelled().await;
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = self.listeners.streams_ended() => {}
+        }
         tracing::info!(id = %context.sink().id(), "subscriptions/listen closed");
         Ok(())
     }

@@ -90,6 +90,8 @@ where
     input_ended: Option<Instant>,
     /// The write of the last refusal (a line answered without being run).
     refusal: Option<tokio::task::JoinHandle<()>>,
+    /// Called once when the input ends (the server's listen streams end).
+    on_input_end: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl<R, W> StdioTransport<R, W>
@@ -106,7 +108,15 @@ where
             longest_request,
             input_ended: None,
             refusal: None,
+            on_input_end: None,
         }
+    }
+
+    /// Runs `end` once when the input ends, before waiting for the
+    /// answers still owed.
+    pub fn on_input_end(mut self, end: impl FnOnce() + Send + 'static) -> Self {
+        self.on_input_end = Some(Box::new(end));
+        self
     }
 
     /// Refuses a request whose id is still in flight (it is not run).
@@ -273,6 +283,9 @@ where
                 Line::Skipped => continue,
                 Line::End => {
                     self.input_ended = Some(Instant::now() + self.longest_request);
+                    if let Some(end) = self.on_input_end.take() {
+                        end();
+                    }
                     continue;
                 }
             };

@@ -131,10 +131,17 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         gate.sessions.clone(),
         opts.session_idle,
     ));
+    let listeners = server.listeners().clone();
     let app = router(server, gate);
     eprintln!("wasm-mcp: listening on http://{bound}{MCP_PATH}");
     tracing::info!(%bound, auth = opts.token.is_some() || opts.oauth.is_some(), "serving over HTTP");
-    listener::serve(listener, app, opts.max_connections, shutdown_signal())
+    // Listen streams complete with their final result as shutdown begins,
+    // not cut when the connections are.
+    let shutdown = async move {
+        shutdown_signal().await;
+        listeners.end_streams();
+    };
+    listener::serve(listener, app, opts.max_connections, shutdown)
         .await
         .context("HTTP server failed")
 }
