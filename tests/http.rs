@@ -708,6 +708,40 @@ fn idle_and_surplus_connections_are_closed() {
     assert_eq!(status, 200, "served once the idle ones were closed");
 }
 
+/// Long-lived streams hold a connection each for as long as they are
+/// open: 256 listen streams took every connection of a default server, and
+/// every new client was then closed as accepted (a helper's find). They
+/// get three quarters of `--max-connections` (6 of 8 here); one more is
+/// 503, requests are still served, and a closed stream frees its place.
+#[tokio::test]
+async fn listening_streams_leave_connections_for_requests() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &["--max-connections", "8"]);
+    let c = client();
+    let listen = |id| {
+        let body = stateless_request(
+            id,
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}}),
+        );
+        post(&c, &s.url, &body).bearer_auth(TOKEN).send()
+    };
+    let mut open = Vec::new();
+    for id in 0..6 {
+        let r = listen(id).await.unwrap();
+        assert_eq!(r.status(), 200, "listen stream {id}");
+        open.push(r);
+    }
+    let r = listen(6).await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.text().await.unwrap().contains("--max-connections"));
+    let r = post_authed(&c, &s.url, &list_body()).await;
+    assert_eq!(r.status(), 200, "a request is served beside the streams");
+    drop(open.pop());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(listen(7).await.unwrap().status(), 200);
+}
+
 /// A request's body is read before it takes an in-flight slot: clients
 /// that send headers and never their body hold none (they held all 64 for
 /// good), and listening streams take none either (64 of them locked every

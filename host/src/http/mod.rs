@@ -99,6 +99,19 @@ struct Gate {
     max_sessions: usize,
     session_ids: SessionIds,
     listening: Arc<listening::Listening>,
+    /// Long-lived streams (GET streams, `subscriptions/listen`) open at
+    /// once: [`stream_slots`] of `--max-connections`.
+    streams: Arc<Semaphore>,
+    max_streams: usize,
+}
+
+/// Long-lived streams one server holds at once: three quarters of its
+/// connections, the rest kept for requests. Each holds a connection for
+/// as long as it is open; 256 listen streams took every connection of a
+/// default server, and every new client was then closed as accepted (a
+/// helper's find).
+pub fn stream_slots(max_connections: usize) -> usize {
+    (max_connections.max(1) * 3 / 4).max(1)
 }
 
 /// Bind, print `listening on http://ADDR/mcp` on stderr, serve until
@@ -125,6 +138,8 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         max_sessions: opts.max_sessions.max(1),
         session_ids: SessionIds::default(),
         listening: Arc::default(),
+        streams: Arc::new(Semaphore::new(stream_slots(opts.max_connections))),
+        max_streams: stream_slots(opts.max_connections),
     });
     let _keep_alive = AbortOnDrop(listening::keep_alive(
         gate.listening.clone(),
@@ -267,6 +282,15 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         (&Method::GET, Some(session)) => Some(gate.listening.open(session)),
         _ => None,
     };
+    let streams = req.method() == Method::GET || method.as_deref() == Some("subscriptions/listen");
+    let stream = match streams.then(|| gate.streams.clone().try_acquire_owned()) {
+        Some(Err(_)) => {
+            let max = gate.max_streams;
+            return busy(&format!("{max} listening streams are open (GET, subscriptions/listen: three quarters of --max-connections, the rest kept for requests); close one or retry"));
+        }
+        Some(Ok(permit)) => Some(permit),
+        None => None,
+    };
     let deletes = req.method() == Method::DELETE;
     match check_scopes(&gate, &grant, req).await {
         Ok(req) => {
@@ -278,7 +302,7 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             }
             // The slot is freed when the response body is done or dropped.
             let body = body.map_frame(move |frame| {
-                let _held = (&permit, &held_id, &listener);
+                let _held = (&permit, &held_id, &listener, &stream);
                 frame
             });
             Response::from_parts(parts, Body::new(body))
