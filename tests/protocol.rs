@@ -417,6 +417,46 @@ fn a_spinning_call_does_not_hold_up_the_connection() {
     assert!(s.shutdown().success());
 }
 
+/// A request reusing the id of a call the client has just cancelled is
+/// refused (-32600, its id still in flight) and the cancelled call's
+/// answer never goes out: both were sent, the cancelled call's result
+/// under the id the new request took, and the new request was never
+/// answered (rmcp matches cancellations and answers by id; a helper's
+/// find). Cancel and reuse arrive in one write.
+#[test]
+fn an_id_reused_right_after_its_cancel_gets_no_stale_answer() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    for rev in [Revision::Handshake, Revision::Stateless] {
+        let (mut s, _log) = rev.start(wt.path(), plugins.path(), &["--timeout-ms", "20000"]);
+        let call = |name: &str, args: Value| {
+            json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call",
+                "params": rev.params(json!({"name": name, "arguments": args}))})
+        };
+        s.send_raw(&call("spin", json!({})).to_string());
+        std::thread::sleep(Duration::from_millis(300));
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 100}});
+        let read = call("read_file", json!({"path": "hello.txt"}));
+        s.send_raw(&format!("{cancel}\n{read}"));
+        let mut answers = Vec::new();
+        while let Some(m) = s.next_message(Duration::from_secs(2)) {
+            if m["id"] == 100 {
+                answers.push(m);
+            }
+        }
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        assert_eq!(answers[0]["error"]["code"], -32600, "{answers:?}");
+        // The id is free once the cancelled call is over, and the server serves.
+        let r = s.request(
+            "tools/call",
+            rev.params(json!({"name": "read_file",
+            "arguments": {"path": "hello.txt"}})),
+        );
+        assert!(!is_error(&r["result"]), "{r}");
+    }
+}
+
 #[test]
 fn a_cancelled_call_stops_its_guest_and_frees_its_slot() {
     let wt = worktree();

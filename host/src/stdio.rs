@@ -243,11 +243,24 @@ where
         // Encoded here, in the order rmcp hands messages over, not in the
         // write task: each send runs as its own task, and a large response
         // still encoding must not let a later notification overtake it.
+        let answer_to = Unanswered::answer_id(&item);
+        // A cancelled request gets no answer (the spec: no further message
+        // for it).
+        let dropped = answer_to
+            .as_ref()
+            .is_some_and(|id| self.unanswered.drops_answer(id));
         let mut frame = self.buffers.take();
-        let encoded = encode_frame_into(&mut frame, &item);
+        let encoded = match dropped {
+            true => Ok(()),
+            false => encode_frame_into(&mut frame, &item),
+        };
         let (out, buffers) = (self.out.clone(), self.buffers.clone());
-        let answers = Unanswered::answer_id(&item).map(|id| (id, self.unanswered.clone()));
+        let answers = answer_to.map(|id| (id, self.unanswered.clone()));
         async move {
+            if dropped {
+                buffers.give(frame);
+                return Ok(());
+            }
             encoded?;
             let written = write_frame(&out, &frame).await;
             buffers.give(frame);

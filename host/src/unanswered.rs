@@ -47,8 +47,12 @@ pub struct Unanswered {
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     since: Instant,
-    /// Counted towards [`MAX_UNANSWERED`] (not a listen stream).
+    /// Counted towards [`MAX_UNANSWERED`] (not a listen stream, not
+    /// cancelled).
     counted: bool,
+    /// The client cancelled it: no answer goes out for it, and its id is
+    /// not taken again until it is stale.
+    cancelled: bool,
 }
 
 /// What the transport does with a message it read.
@@ -88,13 +92,14 @@ impl Unanswered {
                     Entry {
                         since: now,
                         counted,
+                        cancelled: false,
                     },
                 );
             }
             JsonRpcMessage::Notification(n) => {
                 if let ClientNotification::CancelledNotification(c) = &n.notification {
                     if let Some(id) = &c.params.request_id {
-                        self.answered(id);
+                        self.cancelled(id);
                     }
                 }
             }
@@ -110,6 +115,30 @@ impl Unanswered {
             JsonRpcMessage::Error(e) => e.id.clone(),
             _ => None,
         }
+    }
+
+    /// The client cancelled `id`: it no longer counts towards the bound
+    /// (no answer will come), but its id stays taken until it is stale. A
+    /// request reusing it at once was run, and the cancelled call's result
+    /// went out under its id while its own was never sent (rmcp matches
+    /// cancellations and answers by id; a helper's find).
+    fn cancelled(&self, id: &RequestId) {
+        if let Some(e) = self.ids().get_mut(id) {
+            e.counted = false;
+            e.cancelled = true;
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Whether the answer to `id` is one to drop: its request was
+    /// cancelled (taken off the record, so the id is free again).
+    pub fn drops_answer(&self, id: &RequestId) -> bool {
+        let mut ids = self.ids();
+        if ids.get(id).is_some_and(|e| e.cancelled) {
+            ids.remove(id);
+            return true;
+        }
+        false
     }
 
     /// The request `id` was answered (its answer written).

@@ -32,6 +32,9 @@ fn a_request_is_counted_until_answered_and_its_id_is_refused_meanwhile() {
     );
 }
 
+/// A cancelled request stops counting, but its id stays taken (a request
+/// reusing it at once got the cancelled call's result, and its own was
+/// never sent) until its answer, which is dropped, or until it is stale.
 #[test]
 fn a_cancellation_ends_its_request_and_listen_streams_are_not_counted() {
     let u = Unanswered::new(Duration::from_secs(60));
@@ -41,11 +44,18 @@ fn a_cancellation_ends_its_request_and_listen_streams_are_not_counted() {
         "params": {"requestId": 7}}),
     ));
     assert_eq!(u.counted(), 0);
+    assert_eq!(u.admit(&call(7)), Admission::Duplicate(id(7)));
+    assert!(
+        u.drops_answer(&id(7)),
+        "the cancelled call's answer is dropped"
+    );
+    assert_eq!(u.admit(&call(7)), Admission::Pass, "then the id is free");
+    assert!(!u.drops_answer(&id(7)), "a live request's answer goes out");
     u.admit(&message(
         json!({"jsonrpc": "2.0", "id": "s", "method": "subscriptions/listen",
         "params": {"notifications": {"toolsListChanged": true}}}),
     ));
-    assert_eq!(u.counted(), 0);
+    assert_eq!(u.counted(), 1, "the new request 7, not the listen stream");
 }
 
 #[test]
