@@ -708,6 +708,52 @@ fn idle_and_surplus_connections_are_closed() {
     assert_eq!(status, 200, "served once the idle ones were closed");
 }
 
+/// At SIGTERM a 2026-07-28 listen stream completes with its final result
+/// and a 2025-11-25 session ends, with its GET stream: both held their
+/// connections through the whole 10 s grace period (the Python and
+/// TypeScript SDKs 1.x always hold a GET stream open).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_ends_listen_and_get_streams_at_once() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let mut s = token_server(wt.path(), plugins.path(), &[]);
+    let c = client();
+    let (sid, _) = open_session(&c, &s.url).await;
+    let get = c
+        .get(&s.url)
+        .bearer_auth(TOKEN)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &sid)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 200);
+    let body = stateless_request(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let listen = post(&c, &s.url, &body)
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listen.status(), 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let took = tokio::task::block_in_place(|| s.terminate(Duration::from_secs(20)));
+    let took = took.expect("the server exited");
+    assert!(
+        took < Duration::from_secs(5),
+        "exited {took:?} after SIGTERM"
+    );
+    let text = listen.text().await.unwrap_or_default();
+    assert!(
+        text.contains("complete"),
+        "the listen stream's final result: {text}"
+    );
+    drop(get);
+}
+
 /// Long-lived streams hold a connection each for as long as they are
 /// open: 256 listen streams took every connection of a default server, and
 /// every new client was then closed as accepted (a helper's find). They
@@ -734,6 +780,8 @@ async fn listening_streams_leave_connections_for_requests() {
     }
     let r = listen(6).await.unwrap();
     assert_eq!(r.status(), 503);
+    // Closed after it: a client retrying on the same connection held it.
+    assert_eq!(r.headers()["connection"], "close");
     assert!(r.text().await.unwrap().contains("--max-connections"));
     let r = post_authed(&c, &s.url, &list_body()).await;
     assert_eq!(r.status(), 200, "a request is served beside the streams");

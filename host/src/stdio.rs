@@ -120,9 +120,17 @@ where
     }
 
     /// Refuses a request whose id is still in flight (it is not run).
-    fn refuse_duplicate(&mut self, id: RequestId) {
+    /// Refuses a request whose id is taken: by a request still in flight,
+    /// or (`cancelled`) by one the client cancelled, until its call is
+    /// over. The id is echoed in the message by its head only.
+    fn refuse_duplicate(&mut self, id: RequestId, cancelled: bool) {
+        let shown = wasm_mcp_protocol::display_clipped(&id, 64);
+        let by = match cancelled {
+            true => "a request the client cancelled (use a new id)",
+            false => "a request still in flight",
+        };
         let error = ErrorData::invalid_request(
-            format!("request id {id} is already in use by a request still in flight; this request was not run"),
+            format!("request id {shown} is already in use by {by}; this request was not run"),
             None,
         );
         self.answer_now(Answer::error(error, Some(id)));
@@ -311,8 +319,12 @@ where
             match self.unanswered.admit(&message) {
                 Admission::Pass => return Some(message),
                 Admission::Duplicate(id) => {
-                    tracing::warn!(%id, "request refused: its id is still in flight");
-                    self.refuse_duplicate(id);
+                    tracing::warn!("request refused: its id is still in flight");
+                    self.refuse_duplicate(id, false);
+                }
+                Admission::ReusesCancelled(id) => {
+                    tracing::warn!("request refused: its id is a cancelled request's");
+                    self.refuse_duplicate(id, true);
                 }
             }
         }

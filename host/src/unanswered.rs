@@ -55,12 +55,23 @@ struct Entry {
     cancelled: bool,
 }
 
+/// Cancelled requests whose ids are kept taken, at most (the oldest is
+/// let go first); each id at most [`MAX_KEPT_CANCELLED_ID`] bytes (a longer
+/// one is let go at once). Kept ids are the client's bytes held until
+/// stale: 100 KiB ids cancelled in a loop held 262 MB (a helper's find).
+pub const MAX_KEPT_CANCELLED: usize = 1024;
+/// See [`MAX_KEPT_CANCELLED`].
+pub const MAX_KEPT_CANCELLED_ID: usize = 256;
+
 /// What the transport does with a message it read.
 #[derive(Debug, PartialEq)]
 pub enum Admission {
     Pass,
     /// A request whose id is still in flight: refused, not run.
     Duplicate(RequestId),
+    /// A request reusing the id of one the client cancelled (whose call
+    /// may still be ending): refused, not run.
+    ReusesCancelled(RequestId),
 }
 
 impl Unanswered {
@@ -83,8 +94,12 @@ impl Unanswered {
             JsonRpcMessage::Request(r) => {
                 let now = Instant::now();
                 let mut ids = self.ids();
-                if ids.get(&r.id).is_some_and(|e| !self.stale(e, now)) {
-                    return Admission::Duplicate(r.id.clone());
+                match ids.get(&r.id) {
+                    Some(e) if !self.stale(e, now) && e.cancelled => {
+                        return Admission::ReusesCancelled(r.id.clone())
+                    }
+                    Some(e) if !self.stale(e, now) => return Admission::Duplicate(r.id.clone()),
+                    _ => {}
                 }
                 let counted = !matches!(r.request, ClientRequest::SubscriptionsListenRequest(_));
                 ids.insert(
@@ -123,11 +138,28 @@ impl Unanswered {
     /// went out under its id while its own was never sent (rmcp matches
     /// cancellations and answers by id; a helper's find).
     fn cancelled(&self, id: &RequestId) {
-        if let Some(e) = self.ids().get_mut(id) {
-            e.counted = false;
-            e.cancelled = true;
-            self.changed.notify_waiters();
+        let mut ids = self.ids();
+        let Some(e) = ids.get_mut(id) else {
+            return;
+        };
+        e.counted = false;
+        e.cancelled = true;
+        if id.to_string().len() > MAX_KEPT_CANCELLED_ID {
+            ids.remove(id);
         }
+        let kept = ids.values().filter(|e| e.cancelled).count();
+        if kept > MAX_KEPT_CANCELLED {
+            let oldest = ids
+                .iter()
+                .filter(|(_, e)| e.cancelled)
+                .min_by_key(|(_, e)| e.since)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                ids.remove(&oldest);
+            }
+        }
+        drop(ids);
+        self.changed.notify_waiters();
     }
 
     /// Whether the answer to `id` is one to drop: its request was

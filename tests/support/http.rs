@@ -64,6 +64,23 @@ impl HttpServer {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Sends SIGTERM; how long the server took to exit (`None`: not
+    /// within `within`).
+    #[allow(dead_code)] // not every suite uses it
+    pub fn terminate(&mut self, within: Duration) -> Option<Duration> {
+        let sent = std::time::Instant::now();
+        let pid = self.pid().to_string();
+        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(ok.success(), "kill -TERM {pid}");
+        while sent.elapsed() < within {
+            if self.child.try_wait().unwrap().is_some() {
+                return Some(sent.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
 }
 
 impl Drop for HttpServer {

@@ -147,14 +147,21 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         opts.session_idle,
     ));
     let listeners = server.listeners().clone();
+    let sessions = gate.sessions.clone();
     let app = router(server, gate);
     eprintln!("wasm-mcp: listening on http://{bound}{MCP_PATH}");
     tracing::info!(%bound, auth = opts.token.is_some() || opts.oauth.is_some(), "serving over HTTP");
     // Listen streams complete with their final result as shutdown begins,
     // not cut when the connections are.
+    // So do 2025-11-25 sessions, and their GET streams with them: those
+    // held the connections open through the whole grace period.
     let shutdown = async move {
         shutdown_signal().await;
         listeners.end_streams();
+        let open: Vec<_> = sessions.sessions.read().await.values().cloned().collect();
+        for session in open {
+            let _ = session.close().await;
+        }
     };
     listener::serve(listener, app, opts.max_connections, shutdown)
         .await
@@ -314,10 +321,14 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
 /// The 2025-11-25 session header.
 const SESSION_HEADER: &str = "mcp-session-id";
 
+/// 503, and the connection closed after it: a client retrying on the same
+/// keep-alive connection (as `Retry-After` asks) held it for good, so
+/// refused listen streams retried every second kept every new client out
+/// (a helper's find).
 fn busy(what: &str) -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
-        [(header::RETRY_AFTER, "1")],
+        [(header::RETRY_AFTER, "1"), (header::CONNECTION, "close")],
         format!("Service Unavailable: {what}"),
     )
         .into_response()

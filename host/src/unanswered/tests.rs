@@ -44,7 +44,7 @@ fn a_cancellation_ends_its_request_and_listen_streams_are_not_counted() {
         "params": {"requestId": 7}}),
     ));
     assert_eq!(u.counted(), 0);
-    assert_eq!(u.admit(&call(7)), Admission::Duplicate(id(7)));
+    assert_eq!(u.admit(&call(7)), Admission::ReusesCancelled(id(7)));
     assert!(
         u.drops_answer(&id(7)),
         "the cancelled call's answer is dropped"
@@ -84,4 +84,40 @@ async fn a_waiter_wakes_when_an_answer_frees_room() {
         .await
         .expect("woken by the answer")
         .unwrap();
+}
+
+/// Cancelled ids are the client's bytes kept until stale: one longer than
+/// `MAX_KEPT_CANCELLED_ID` is let go at once, and at most
+/// `MAX_KEPT_CANCELLED` are kept, the oldest let go first (100 KiB ids
+/// cancelled in a loop held 262 MB).
+#[test]
+fn cancelled_ids_kept_are_few_and_short() {
+    let u = Unanswered::new(Duration::from_secs(60));
+    let cancel = |id: serde_json::Value| {
+        message(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id}}),
+        )
+    };
+    let long = "x".repeat(MAX_KEPT_CANCELLED_ID + 1);
+    u.admit(&message(
+        json!({"jsonrpc": "2.0", "id": long, "method": "ping"}),
+    ));
+    u.admit(&cancel(json!(long)));
+    let again = message(json!({"jsonrpc": "2.0", "id": long, "method": "ping"}));
+    assert_eq!(
+        u.admit(&again),
+        Admission::Pass,
+        "a long cancelled id is not kept"
+    );
+    for n in 0..=MAX_KEPT_CANCELLED as i64 {
+        u.admit(&call(1000 + n));
+        u.admit(&cancel(json!(1000 + n)));
+    }
+    assert_eq!(
+        u.admit(&call(1000)),
+        Admission::Pass,
+        "the oldest was let go"
+    );
+    assert_eq!(u.admit(&call(1001)), Admission::ReusesCancelled(id(1001)));
 }
