@@ -267,7 +267,8 @@ impl GuardedFs<'_> {
         Self::charged(self.budget, true, Cost::entry(), op).await
     }
 
-    /// Wraps the stream just pushed at `stream` so its writes are charged.
+    /// Wraps the stream just pushed at `stream` so its writes are charged
+    /// (and the open file counted for it is given back when it is dropped).
     fn meter(
         &mut self,
         stream: Resource<DynOutputStream>,
@@ -348,6 +349,9 @@ impl HostDescriptor for GuardedFs<'_> {
         charge.settle(self.fs.set_size(fd, size).await)
     }
 
+    /// Metered, and counted as an open file while it lives: the stream
+    /// holds the file open after its descriptor is dropped (16,000 streams
+    /// held as many descriptors past a bound of 256; a helper's find).
     fn write_via_stream(
         &mut self,
         fd: Resource<types::Descriptor>,
@@ -355,23 +359,36 @@ impl HostDescriptor for GuardedFs<'_> {
     ) -> FsResult<Resource<DynOutputStream>> {
         let file = self.os_file(&fd)?;
         self.note_if_read_only(&fd)?;
-        let stream = self.fs.write_via_stream(fd, offset)?;
-        match file {
-            Some(file) => self.meter(stream, file, Some(offset)),
-            None => Ok(stream),
+        let Some(file) = file else {
+            return self.fs.write_via_stream(fd, offset);
+        };
+        self.budget.open_file()?;
+        match self.fs.write_via_stream(fd, offset) {
+            Ok(stream) => self.meter(stream, file, Some(offset)),
+            Err(e) => {
+                self.budget.close_file();
+                Err(e)
+            }
         }
     }
 
+    /// As [`GuardedFs::write_via_stream`], at the end of the file.
     fn append_via_stream(
         &mut self,
         fd: Resource<types::Descriptor>,
     ) -> FsResult<Resource<DynOutputStream>> {
         let file = self.os_file(&fd)?;
         self.note_if_read_only(&fd)?;
-        let stream = self.fs.append_via_stream(fd)?;
-        match file {
-            Some(file) => self.meter(stream, file, None),
-            None => Ok(stream),
+        let Some(file) = file else {
+            return self.fs.append_via_stream(fd);
+        };
+        self.budget.open_file()?;
+        match self.fs.append_via_stream(fd) {
+            Ok(stream) => self.meter(stream, file, None),
+            Err(e) => {
+                self.budget.close_file();
+                Err(e)
+            }
         }
     }
 
@@ -706,6 +723,8 @@ impl InputStream for CountedInput {
 }
 
 /// A file output stream whose writes are charged before they run.
+/// A file output stream: its writes charged, and counted by
+/// [`CallBudget::open_file`] until dropped.
 struct MeteredStream {
     inner: DynOutputStream,
     file: Arc<std::fs::File>,
@@ -715,6 +734,12 @@ struct MeteredStream {
     /// A positioned stream: the file's size at its first write.
     base: Option<u64>,
     budget: CallBudget,
+}
+
+impl Drop for MeteredStream {
+    fn drop(&mut self) {
+        self.budget.close_file();
+    }
 }
 
 impl MeteredStream {

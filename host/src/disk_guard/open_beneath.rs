@@ -52,9 +52,11 @@ pub fn open_beneath(
     if dir.perms.write_not_permitted() && (creates || open_mode.contains(OpenMode::WRITE)) {
         return Opened::Done(Err(ErrorCode::NotPermitted));
     }
+    if !openat2_available(dir) {
+        return Opened::Unavailable;
+    }
     let fd = match openat2_retrying(dir, path, how) {
         Ok(fd) => fd,
-        Err(Errno::NOSYS | Errno::PERM | Errno::AGAIN) => return Opened::Unavailable,
         Err(e) => return Opened::Done(Err(error_code(e))),
     };
     Opened::Done(descriptor(fd, dir, oflags, open_mode))
@@ -103,8 +105,31 @@ fn os_flags(
     Ok((how, mode))
 }
 
+/// Whether `openat2` works here: it does not before Linux 5.6 (`ENOSYS`),
+/// and a seccomp filter may refuse it (`EPERM`). Asked once per process,
+/// of an open that cannot fail otherwise (the directory itself, as a
+/// path). Never inferred from a guest's own open: a guest can make an
+/// `openat2` fail `EAGAIN` (renames while it resolves a long `..` path)
+/// and `EPERM`, and falling back to wasmtime-wasi's open after those let
+/// it block an open on a FIFO again (a helper's find).
+fn openat2_available(dir: &Dir) -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let how = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        let probe = rustix::fs::openat2(&*dir.dir, ".", how, Mode::empty(), resolve);
+        let available = !matches!(probe, Err(Errno::NOSYS | Errno::PERM));
+        if !available {
+            tracing::warn!("openat2 is unavailable: opens fall back to wasmtime-wasi's, which a FIFO renamed into place can block");
+        }
+        available
+    })
+}
+
 /// `openat2` beneath `dir`, tried again on `EAGAIN` (a rename anywhere on
-/// the host while it ran) a few times, as wasmtime-wasi does.
+/// the host while it ran) a few times, as wasmtime-wasi does; past them
+/// the open fails (`would-block`: the guest may try again), never falls
+/// back.
 fn openat2_retrying(dir: &Dir, path: &str, how: OFlags) -> Result<OwnedFd, Errno> {
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
     // `openat2` refuses a mode with no `O_CREAT` (`EINVAL`).
@@ -128,6 +153,7 @@ fn error_code(e: Errno) -> ErrorCode {
     match e {
         Errno::XDEV => ErrorCode::NotPermitted,
         Errno::NXIO => ErrorCode::Unsupported,
+        Errno::AGAIN => ErrorCode::WouldBlock,
         e => std::io::Error::from(e).into(),
     }
 }

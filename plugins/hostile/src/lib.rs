@@ -100,7 +100,7 @@ pub fn tools() -> Vec<Tool> {
         t(
             "create_race",
             obj(
-                json!({"mode": {"enum": ["flip", "create", "swap_fifo", "open"]},
+                json!({"mode": {"enum": ["flip", "create", "swap_fifo", "open", "open_dotdot"]},
                        "ms": {"type": "integer", "minimum": 0}}),
                 &["mode", "ms"],
             ),
@@ -199,7 +199,10 @@ fn hold_files(
     };
     let (mut files, mut streams, mut error) = (Vec::new(), Vec::new(), None);
     if let Some(path) = streams_of {
-        return hold_read_streams(&root, path, count, hold_ms);
+        return match path.strip_prefix("write:") {
+            Some(path) => hold_write_streams(&root, path, count, hold_ms),
+            None => hold_read_streams(&root, path, count, hold_ms),
+        };
     }
     for _ in 0..count {
         let held = if listings {
@@ -223,6 +226,41 @@ fn hold_files(
     }
     std::thread::sleep(std::time::Duration::from_millis(hold_ms));
     (files.len() + streams.len(), error)
+}
+
+/// `count` times: `path` opened for writing (created), a write stream of
+/// it (an append stream every other time) kept, the descriptor dropped.
+/// The streams hold the file open.
+#[cfg(target_arch = "wasm32")]
+fn hold_write_streams(
+    root: &wasip2::filesystem::types::Descriptor,
+    path: &str,
+    count: u64,
+    hold_ms: u64,
+) -> (usize, Option<String>) {
+    use wasip2::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+    let (mut streams, mut error) = (Vec::new(), None);
+    for i in 0..count {
+        let opened = root.open_at(
+            PathFlags::empty(),
+            path,
+            OpenFlags::CREATE,
+            DescriptorFlags::WRITE,
+        );
+        let stream = opened.and_then(|file| match i % 2 {
+            0 => file.write_via_stream(0),
+            _ => file.append_via_stream(),
+        });
+        match stream {
+            Ok(s) => streams.push(s),
+            Err(e) => {
+                error = Some(format!("{e:?}"));
+                break;
+            }
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(hold_ms));
+    (streams.len(), error)
 }
 
 /// One file opened, then `count` read streams of it, each with a read of
@@ -267,8 +305,9 @@ fn hold_read_streams(
 /// that a check before it took for "exists" may create. How many it kept.
 /// `swap_fifo`: the file `f` and the FIFO `p` trade places and back, over
 /// and over. `open`: opens `f` for reading, over and over (how many
-/// opened). Run together, an open that the check before it took for a
-/// file may find the FIFO.
+/// opened); `open_dotdot` the same by `d/../d/../…/f`, whose resolution a
+/// rename anywhere makes fail `EAGAIN`. Run together, an open that the
+/// check before it took for a file may find the FIFO.
 #[cfg(target_arch = "wasm32")]
 fn create_race(mode: &str, ms: u64) -> u64 {
     use wasip2::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
@@ -289,12 +328,14 @@ fn create_race(mode: &str, ms: u64) -> u64 {
             let _ = root.rename_at("t", &root, "f");
             continue;
         }
-        if mode == "open" {
+        if mode == "open" || mode == "open_dotdot" {
+            let path = match mode {
+                "open" => "f".to_string(),
+                _ => format!("{}f", "d/../".repeat(800)),
+            };
             let read = DescriptorFlags::READ;
-            kept += u64::from(
-                root.open_at(PathFlags::empty(), "f", OpenFlags::empty(), read)
-                    .is_ok(),
-            );
+            let opened = root.open_at(PathFlags::empty(), &path, OpenFlags::empty(), read);
+            kept += u64::from(opened.is_ok());
             continue;
         }
         if mode == "flip" {
