@@ -559,7 +559,8 @@ fn big_listings_count_by_their_size() {
 /// Code too costly to compile is refused from its shape before any
 /// compiler runs: a 4 MB component of 1,000,000 empty functions took
 /// 6.2 GB and 11-26 s to compile, holding start-up; 246 MB of unused record
-/// types loaded and kept 4.5 GB for the server's life (helpers' finds).
+/// types loaded and kept 4.5 GB for the server's life; a 1.1 MB element
+/// segment passed 4 GB at load (helpers' finds).
 /// The other plugin is served.
 #[test]
 fn a_compile_bomb_is_refused_before_it_is_compiled() {
@@ -573,6 +574,12 @@ fn a_compile_bomb_is_refused_before_it_is_compiled() {
     let plugins = plugin_dir(&["plugins/workspace.wasm"]);
     std::fs::write(plugins.path().join("bomb.wasm"), bomb).unwrap();
     std::fs::write(plugins.path().join("types.wasm"), types).unwrap();
+    // ~7 KB at load per item (1,000,000 passed 4 GB); one byte each here.
+    let refs = "0 ".repeat(20_000);
+    let table = "(table 1 funcref) (func)";
+    let elems = format!("(component (core module {table} (elem (i32.const 0) func {refs})))");
+    let elems = wat::parse_str(elems).unwrap();
+    std::fs::write(plugins.path().join("elems.wasm"), elems).unwrap();
     let (mut s, log) = Server::start_logged(wt.path(), plugins.path(), &["--no-cache"]);
     let r = read_file_within(&mut s, 1, Duration::from_secs(30));
     assert_eq!(r["structuredContent"]["content"], "inside\n", "{r}");
@@ -584,6 +591,7 @@ fn a_compile_bomb_is_refused_before_it_is_compiled() {
         log.contains("bytes of type and linking declarations"),
         "{log}"
     );
+    assert!(log.contains("20000 element segment items"), "{log}");
 }
 
 /// A read stream of a file holds a buffer on the host once a read is

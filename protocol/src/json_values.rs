@@ -46,8 +46,11 @@ const ARRAY: usize = 4 * VALUE;
 /// A non-empty object's first B-tree node: eleven keys and values, rounded
 /// up as the allocator does (`serde_json::Map` is a `BTreeMap`).
 const OBJECT: usize = 640;
-/// Each member: its share of the nodes, which are at least five-elevenths
-/// full after a split, and of the inner nodes above them.
+/// Members the first node holds (B-tree nodes hold eleven).
+const FIRST_NODE_MEMBERS: u32 = 11;
+/// Each member past the first node's: its share of the nodes, which are at
+/// least five-elevenths full after a split, and of the inner nodes above
+/// them.
 const MEMBER: usize = 160;
 /// A string's allocation beyond its bytes (the text counts those): the
 /// allocator's smallest chunk.
@@ -88,8 +91,9 @@ pub fn parsed_bytes(text: &[u8]) -> usize {
 #[derive(Default)]
 struct Weigh {
     total: usize,
-    /// Open containers, innermost last: `true` for an object.
-    open: Vec<bool>,
+    /// Open containers, innermost last: whether each is an object, and
+    /// its items so far.
+    open: Vec<(bool, u32)>,
     /// Just after `{` or `[`: the next token is a first item or the close.
     opened: bool,
 }
@@ -110,7 +114,7 @@ impl Weigh {
             b',' => self.add_item(),
             b'{' | b'[' if self.open.len() == PARSED_DEPTH => return false,
             b'{' | b'[' => {
-                self.open.push(b == b'{');
+                self.open.push((b == b'{', 0));
                 self.opened = true;
             }
             b'}' | b']' => {
@@ -125,12 +129,23 @@ impl Weigh {
         self.total = self.total.saturating_add(bytes);
     }
 
+    /// One more item of the innermost container: an array's slot, or an
+    /// object's member past those its first node holds.
     fn add_item(&mut self) {
-        self.add(if self.in_object() { MEMBER } else { ARRAY_ITEM });
+        let Some((object, items)) = self.open.last_mut() else {
+            return;
+        };
+        *items += 1;
+        let price = match *object {
+            true if *items > FIRST_NODE_MEMBERS => MEMBER,
+            true => 0,
+            false => ARRAY_ITEM,
+        };
+        self.add(price);
     }
 
     fn in_object(&self) -> bool {
-        self.open.last().copied().unwrap_or(false)
+        self.open.last().is_some_and(|&(object, _)| object)
     }
 }
 
@@ -151,8 +166,8 @@ mod tests {
         assert_eq!(parsed_bytes(b"12"), 3 * 2);
         assert_eq!(parsed_bytes(b"{ }"), 3 * 3);
         assert_eq!(parsed_bytes(b"[]"), 3 * 2);
-        // One member: its node, its share, its key's allocation.
-        assert_eq!(parsed_bytes(br#"{"a":1}"#), 3 * 7 + 640 + 160 + 32);
+        // One member: its node and its key's allocation.
+        assert_eq!(parsed_bytes(br#"{"a":1}"#), 3 * 7 + 640 + 32);
         // Commas and brackets inside strings are text.
         assert_eq!(parsed_bytes(br#"["[,{"]"#), 3 * 7 + 128 + 96 + 32);
         // serde_json stops at depth 128: nothing past it is weighed.

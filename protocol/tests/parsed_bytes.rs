@@ -90,6 +90,7 @@ fn the_bound_holds_for_hostile_shapes_and_is_near_for_ordinary_ones() {
     let ordinary = [
         repeated("{\"n\":[", "1234567", 200_000, "]}"),
         repeated("{\"matches\":[", line, 20_000, "]}"),
+        repeated("[", r#"{"id":1,"name":"x"}"#, 100_000, "]"),
         format!(
             "{{\"content\":{}}}",
             serde_json::to_string(&"line of a file\n".repeat(100_000)).unwrap()
