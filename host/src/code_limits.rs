@@ -66,13 +66,11 @@ impl CodeShape {
                     let depth = nesting(&body);
                     shape.deepest_nesting = shape.deepest_nesting.max(depth);
                 }
-                Ok(Payload::ElementSection(section)) => {
-                    let bytes = section.range().len() as u64;
-                    shape.declaration_bytes = shape.declaration_bytes.saturating_add(bytes);
-                    shape.element_items =
-                        shape.element_items.saturating_add(element_items(section));
-                }
                 Ok(payload) => {
+                    if let Payload::ElementSection(section) = &payload {
+                        let items = element_items(section.clone());
+                        shape.element_items = shape.element_items.saturating_add(items);
+                    }
                     let bytes = declaration_bytes(&payload) as u64;
                     shape.declaration_bytes = shape.declaration_bytes.saturating_add(bytes);
                 }
@@ -139,11 +137,12 @@ fn element_items(section: wasmparser::ElementSectionReader) -> u64 {
 }
 
 /// The bytes of `payload` if it is a section of type or linking
-/// declarations, globals or tables ([`MAX_DECLARATION_BYTES`]; element
-/// sections are counted with their items), else 0.
+/// declarations, globals, tables or element segments
+/// ([`MAX_DECLARATION_BYTES`]), else 0.
 fn declaration_bytes(payload: &Payload) -> usize {
     match payload {
         Payload::TypeSection(s) => s.range().len(),
+        Payload::ElementSection(s) => s.range().len(),
         Payload::GlobalSection(s) => s.range().len(),
         Payload::TableSection(s) => s.range().len(),
         Payload::ImportSection(s) => s.range().len(),

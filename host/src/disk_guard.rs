@@ -267,6 +267,21 @@ impl GuardedFs<'_> {
         Self::charged(self.budget, true, Cost::entry(), op).await
     }
 
+    /// A stream `make` creates, counted as one open file (given back if it
+    /// fails; once it lives, by the wrapper's drop: `CountedInput`,
+    /// `MeteredStream`).
+    fn with_open_file<R>(
+        &mut self,
+        make: impl FnOnce(&mut WasiFilesystemCtxView<'_>) -> FsResult<R>,
+    ) -> FsResult<R> {
+        self.budget.open_file()?;
+        let made = make(&mut self.fs);
+        if made.is_err() {
+            self.budget.close_file();
+        }
+        made
+    }
+
     /// Wraps the stream just pushed at `stream` so its writes are charged
     /// (and the open file counted for it is given back when it is dropped).
     fn meter(
@@ -362,14 +377,8 @@ impl HostDescriptor for GuardedFs<'_> {
         let Some(file) = file else {
             return self.fs.write_via_stream(fd, offset);
         };
-        self.budget.open_file()?;
-        match self.fs.write_via_stream(fd, offset) {
-            Ok(stream) => self.meter(stream, file, Some(offset)),
-            Err(e) => {
-                self.budget.close_file();
-                Err(e)
-            }
-        }
+        let stream = self.with_open_file(|fs| fs.write_via_stream(fd, offset))?;
+        self.meter(stream, file, Some(offset))
     }
 
     /// As [`GuardedFs::write_via_stream`], at the end of the file.
@@ -382,14 +391,8 @@ impl HostDescriptor for GuardedFs<'_> {
         let Some(file) = file else {
             return self.fs.append_via_stream(fd);
         };
-        self.budget.open_file()?;
-        match self.fs.append_via_stream(fd) {
-            Ok(stream) => self.meter(stream, file, None),
-            Err(e) => {
-                self.budget.close_file();
-                Err(e)
-            }
-        }
+        let stream = self.with_open_file(|fs| fs.append_via_stream(fd))?;
+        self.meter(stream, file, None)
     }
 
     async fn open_at(
@@ -619,14 +622,7 @@ impl HostDescriptor for GuardedFs<'_> {
         fd: Resource<types::Descriptor>,
         offset: types::Filesize,
     ) -> FsResult<Resource<DynInputStream>> {
-        self.budget.open_file()?;
-        let stream = match self.fs.read_via_stream(fd, offset) {
-            Ok(s) => s,
-            Err(e) => {
-                self.budget.close_file();
-                return Err(e);
-            }
-        };
+        let stream = self.with_open_file(|fs| fs.read_via_stream(fd, offset))?;
         let inner = self.fs.table.delete(stream)?;
         let counted: DynInputStream = Box::new(CountedInput {
             inner,
@@ -722,8 +718,7 @@ impl InputStream for CountedInput {
     }
 }
 
-/// A file output stream whose writes are charged before they run.
-/// A file output stream: its writes charged, and counted by
+/// A file output stream: its writes charged before they run, and counted by
 /// [`CallBudget::open_file`] until dropped.
 struct MeteredStream {
     inner: DynOutputStream,

@@ -99,9 +99,10 @@ impl Drop for InFlight {
     }
 }
 
-/// A pool task that ends when its awaiting future is dropped (the client
-/// cancelled, or the session ended).
-struct AbortOnDrop<T>(JoinHandle<T>);
+/// A task that ends when this is dropped: a pool task when its awaiting
+/// future is (the client cancelled, or the session ended), the HTTP
+/// server's keep-alive task when serving ends.
+pub(crate) struct AbortOnDrop<T>(pub(crate) JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {

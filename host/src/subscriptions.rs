@@ -3,10 +3,10 @@
 //! that asked for `toolsListChanged`, on any transport. The watcher calls
 //! [`Listeners::tools_changed`] once per change and each gets it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
@@ -36,10 +36,9 @@ pub const MAX_SUBSCRIPTIONS: usize = 1024;
 pub struct Listeners {
     targets: Mutex<Vec<(u64, Target)>>,
     next_id: AtomicU64,
-    /// The server is ending (input closed, or a signal): open listen
-    /// streams complete now ([`Listeners::end_streams`]).
-    ending: AtomicBool,
-    ended: Notify,
+    /// Cancelled when the server is ending (input closed, or a signal):
+    /// open listen streams complete then ([`Listeners::end_streams`]).
+    ending: CancellationToken,
 }
 
 /// Keeps a subscription registered; dropping it (the listen request ended)
@@ -100,21 +99,12 @@ impl Listeners {
     /// closed (rmcp draining in-flight requests), which the Inspector and
     /// the Python SDK 2.x, both leaving a listen open, met at every exit.
     pub fn end_streams(&self) {
-        self.ending.store(true, Ordering::SeqCst);
-        self.ended.notify_waiters();
+        self.ending.cancel();
     }
 
     /// Waits until [`Listeners::end_streams`] (at once if it was called).
     pub async fn streams_ended(&self) {
-        loop {
-            let ended = self.ended.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            if self.ending.load(Ordering::SeqCst) {
-                return;
-            }
-            ended.await;
-        }
+        self.ending.cancelled().await
     }
 
     /// How many receivers are registered now.

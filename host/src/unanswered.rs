@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage, RequestId};
+use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage, NumberOrString, RequestId};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use tokio::sync::Notify;
 
@@ -144,7 +144,11 @@ impl Unanswered {
         };
         e.counted = false;
         e.cancelled = true;
-        if id.to_string().len() > MAX_KEPT_CANCELLED_ID {
+        let id_bytes = match id {
+            NumberOrString::String(s) => s.len(),
+            NumberOrString::Number(_) => 0,
+        };
+        if id_bytes > MAX_KEPT_CANCELLED_ID {
             ids.remove(id);
         }
         let kept = ids.values().filter(|e| e.cancelled).count();

@@ -127,6 +127,7 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{bound}"));
+    let max_streams = stream_slots(opts.max_connections);
     let gate = Arc::new(Gate {
         origin: OriginPolicy::new(bound, &opts.allowed_hosts, &opts.allowed_origins),
         auth,
@@ -138,10 +139,10 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         max_sessions: opts.max_sessions.max(1),
         session_ids: SessionIds::default(),
         listening: Arc::default(),
-        streams: Arc::new(Semaphore::new(stream_slots(opts.max_connections))),
-        max_streams: stream_slots(opts.max_connections),
+        streams: Arc::new(Semaphore::new(max_streams)),
+        max_streams,
     });
-    let _keep_alive = AbortOnDrop(listening::keep_alive(
+    let _keep_alive = crate::dispatch::AbortOnDrop(listening::keep_alive(
         gate.listening.clone(),
         gate.sessions.clone(),
         opts.session_idle,
@@ -174,15 +175,6 @@ fn session_manager(idle: Duration) -> LocalSessionManager {
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(idle);
     manager
-}
-
-/// A task aborted when this is dropped (when serving ends).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// A non-loopback bind needs authentication unless explicitly forced.
