@@ -535,6 +535,67 @@ async fn a_dot_git_file_or_link_to_a_fake_git_dir_is_never_used() {
     }
 }
 
+/// A submodule the base commit tracks but `worktree add` leaves empty: a
+/// tool can write a `.git` into its directory, and `git add -u` then ran
+/// `git status` inside it, as that repository, with its config: a promisor
+/// remote's `core.sshCommand` ran on the host with the harness's
+/// environment (its provider key included), and a bare `.git` there made
+/// `add -u` fail so the tracked edits were lost (a helper's finds). The
+/// `.git` of every submodule path is moved aside while staging; nothing
+/// runs, and the edits are committed.
+#[tokio::test]
+async fn a_git_dir_written_into_a_submodule_path_never_runs() {
+    let env = Env::new();
+    let repo = env.repo();
+    let scratch = env.dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    // Records that it ran and fails at once (as ssh it must not wait).
+    let marker = scratch.join("PWNED");
+    let script = scratch.join("evil-ssh.sh");
+    let record = format!(
+        "#!/bin/sh\necho \"$0 $*\" >> '{}'\nexit 1\n",
+        marker.display()
+    );
+    std::fs::write(&script, record).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let recorded = git_ok(&repo, &["rev-parse", "HEAD"]);
+    let gitlink = format!("160000,{recorded},vendor/lib");
+    git_ok(&repo, &["update-index", "--add", "--cacheinfo", &gitlink]);
+    let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
+    git_ok(&repo, &[&who[..], &["commit", "-qm", "submodule"]].concat());
+    let sub_config = format!(
+        "[core]\n\trepositoryformatversion = 1\n\tbare = false\n\tsshCommand = {s}\n\
+         [extensions]\n\tpartialClone = origin\n\
+         [remote \"origin\"]\n\turl = ssh://h/x\n\tpromisor = true\n",
+        s = script.display()
+    );
+    let report = env
+        .run(
+            move |wt| {
+                std::fs::write(wt.join("README.md"), "# Demo, edited\n").unwrap();
+                let git = wt.join("vendor/lib/.git");
+                std::fs::create_dir_all(git.join("refs/heads")).unwrap();
+                std::fs::create_dir_all(git.join("objects/info")).unwrap();
+                std::fs::write(git.join("HEAD"), "ref: refs/heads/m\n").unwrap();
+                std::fs::write(git.join("refs/heads/m"), format!("{recorded}\n")).unwrap();
+                std::fs::write(git.join("objects/info/packs"), "").unwrap();
+                std::fs::write(git.join("config"), &sub_config).unwrap();
+            },
+            |_| {},
+        )
+        .await;
+    assert!(
+        !marker.exists(),
+        "the tool-written submodule config ran: {}",
+        std::fs::read_to_string(&marker).unwrap()
+    );
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let readme = git_ok(&repo, &["show", &format!("{}:README.md", c.commit)]);
+    assert_eq!(readme, "# Demo, edited", "the tracked edit was lost");
+}
+
 /// Commits `paths` (added with `-f`: ignored or not) in `repo`.
 fn commit_all(repo: &Path, paths: &[&str]) {
     let mut add = vec!["add", "-f", "--"];
@@ -550,6 +611,40 @@ fn commit_all(repo: &Path, paths: &[&str]) {
 /// server would map in place of the plugin's), are refused before anything
 /// is written. The symlinked `.worktrees` put the task's worktree outside
 /// the repository.
+/// Cleaning up removes the run's own worktree metadata only: `git worktree
+/// prune` also deleted that of a user's worktree whose directory was away
+/// (moved, or on a disk not mounted), with its staged changes (a helper's
+/// find).
+#[tokio::test]
+async fn cleanup_leaves_the_users_other_worktrees_alone() {
+    let env = Env::new();
+    let repo = env.repo();
+    let away = env.dir.path().join("mine");
+    git_ok(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "mine",
+            away.to_str().unwrap(),
+        ],
+    );
+    std::fs::rename(&away, env.dir.path().join("unmounted")).unwrap();
+    let admin = repo.join(".git/worktrees/mine");
+    assert!(admin.exists());
+    let report = env
+        .run(
+            |wt| std::fs::write(wt.join("new.txt"), "agent\n").unwrap(),
+            |_| {},
+        )
+        .await;
+    assert!(report.ok(), "{:?}", report.error);
+    assert!(!report.worktree.exists());
+    assert!(admin.exists(), "the user's worktree metadata was pruned");
+}
+
 #[tokio::test]
 async fn a_repository_cannot_plant_the_harness_dirs() {
     let elsewhere = tempfile::tempdir().unwrap();

@@ -430,6 +430,28 @@ async fn openai_transport_error_keeps_its_cause() {
     );
 }
 
+/// A provider reply of too many JSON values is refused before it is
+/// parsed, with a clear error: 16 MB of tiny values parse to hundreds of
+/// MB (a helper's find).
+#[tokio::test]
+async fn a_reply_of_too_many_json_values_is_refused_unparsed() {
+    let env = Env::new(TASK);
+    let fake = fake();
+    let zeros = vec![0u8; wasm_mcp_harness::provider::openai::MAX_REPLY_JSON_VALUES + 1];
+    let replies = vec![
+        json!({"choices": [{"message": {"role": "assistant", "content": "hi"}}],
+        "padding": zeros}),
+    ];
+    let (base, _seen) = openai_standin(replies).await;
+    let mut opts = env.opts(&fake);
+    opts.provider_override = Some(Arc::new(
+        OpenAiProvider::new(&base, Some("sk-test".into()), "test-model").unwrap(),
+    ));
+    let report = env.run(opts).await;
+    let error = report.error.clone().unwrap_or_default();
+    assert!(error.contains("JSON values"), "{error:?}");
+}
+
 /// A reply asking for more tool calls than the harness runs from one reply:
 /// the first `MAX_TOOL_CALLS_PER_REPLY` run, the rest are dropped from the
 /// conversation (the assistant message keeps only those that ran, so every
@@ -450,6 +472,15 @@ async fn a_reply_with_too_many_tool_calls_runs_only_the_first() {
         .collect();
     let (report, seen) = env.run_openai(&fake, Value::Array(calls)).await;
     assert!(report.ok(), "{:?}", report.error);
+    // The trace keeps the calls that ran and a count of the rest (it kept
+    // every call: 360,000 a reply took the harness past 2.9 GB).
+    let ev = trace(&report.trace_path);
+    let reply = ev.iter().find(|e| e["kind"] == "model_reply").unwrap();
+    assert_eq!(
+        reply["tool_calls"].as_array().unwrap().len(),
+        MAX_TOOL_CALLS_PER_REPLY
+    );
+    assert_eq!(reply["tool_calls_dropped"], 68, "{reply}");
     let r = report.result.unwrap();
     assert_eq!(r.tool_calls, MAX_TOOL_CALLS_PER_REPLY);
     assert_eq!(fake.calls().len(), MAX_TOOL_CALLS_PER_REPLY);

@@ -13,6 +13,10 @@ use crate::BoxFut;
 /// Largest response body accepted from the chat endpoint.
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of an error body is kept in [`ProviderError::Status`].
+/// Most JSON values one provider reply may hold, counted before it is
+/// parsed (the harness's bound on an MCP frame).
+pub const MAX_REPLY_JSON_VALUES: usize = crate::mcp::frame_guard::MAX_FRAME_JSON_VALUES;
+
 const MAX_ERROR_BODY_CHARS: usize = 2000;
 
 /// `e` and all its causes (reqwest's `Display` omits them, e.g. "connection refused").
@@ -139,6 +143,14 @@ impl ChatProvider for OpenAiProvider {
                     status: status.as_u16(),
                     body,
                 });
+            }
+            // Counted before parsing, as MCP frames are: 16 MB of tiny tool
+            // calls parsed to hundreds of MB per reply (a helper's find).
+            let values = wasm_mcp_protocol::json_values(text.as_bytes());
+            if values > MAX_REPLY_JSON_VALUES {
+                return Err(ProviderError::Malformed(format!(
+                    "the reply holds more than {MAX_REPLY_JSON_VALUES} JSON values ({values}); it was not read"
+                )));
             }
             let v: Value =
                 serde_json::from_str(&text).map_err(|e| ProviderError::Malformed(e.to_string()))?;

@@ -36,6 +36,9 @@ const FORCED: &[&str] = &[
     "core.attributesFile=/dev/null",
     "user.name=wasm-agent",
     "user.email=wasm-agent@localhost",
+    // No transport of any kind: the harness never fetches, and a tool-written
+    // repository's promisor remote must not run `core.sshCommand`.
+    "protocol.allow=never",
 ];
 
 /// A git repository (its common git dir), optionally with one work tree.
@@ -328,6 +331,7 @@ fn base_command() -> Command {
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_PAGER", "cat")
         .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_NO_LAZY_FETCH", "1")
         // Messages are parsed (e.g. directories `ls-files` could not open).
         .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null());

@@ -15,6 +15,10 @@
 //!   are committed as plain files: their `.git` is moved aside while staging
 //!   (excluded by pathspec) and put back afterwards. Their history is not
 //!   committed (git cannot hold a `.git` path); they never become gitlinks.
+//! - A `.git` in a submodule path of the base (its directory is left empty
+//!   by `worktree add`, so a tool wrote it) is moved aside too, before
+//!   anything is staged: `git add -u` runs `git status` inside a populated
+//!   submodule, as that repository, with its config.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -48,11 +52,16 @@ pub fn stage_all(
     let g = g.clone().with_attr_source(head);
     let mut skipped = Vec::new();
     g.run(&["read-tree", head])?;
-    // `--ignore-errors`: an unreadable file is skipped, not the whole commit.
+    let mut nested = NestedRepos::new(work_tree);
+    nested.hide_in_submodules(&g, head, &mut skipped)?;
+    // `--ignore-errors`: an unreadable file is skipped, not the whole
+    // commit; a fatal error is the commit's (the worktree is kept).
     if let Err(e) = g.run(&["add", "-u", "--ignore-errors"]) {
+        if e.message.contains("fatal:") {
+            return Err(e);
+        }
         skipped.push(format!("some files could not be added: {}", first_line(&e)));
     }
-    let mut nested = NestedRepos::new(work_tree);
     let untracked = nested.untracked_files(&g, &mut skipped)?;
     // Ignored = ignored by the base's rules AND by the rules as the run left
     // them: a tool's rules can un-ignore (commit more), never hide work.
@@ -160,6 +169,36 @@ impl NestedRepos {
             .filter(|r| !r.ends_with(b"/"))
             .map(<[u8]>::to_vec)
             .collect())
+    }
+
+    /// Move aside the `.git` of every submodule path of `head` (a gitlink:
+    /// `worktree add` leaves its directory empty, so a `.git` there is a
+    /// tool's). With one there, `git add -u` ran `git status` inside it as
+    /// that repository, with its config: a promisor remote's
+    /// `core.sshCommand` ran on the host (a helper's find).
+    fn hide_in_submodules(
+        &mut self,
+        g: &Git,
+        head: &str,
+        skipped: &mut Vec<String>,
+    ) -> Result<(), GitError> {
+        let listed = g.run_raw(&["ls-tree", "-r", "-z", "--full-tree", head], None)?;
+        if listed.code != 0 {
+            return Err(GitError {
+                args: "ls-tree -r".into(),
+                message: listed.stderr,
+            });
+        }
+        // `<mode> <type> <object>\t<path>`
+        let gitlinks: Vec<&[u8]> = listed
+            .records()
+            .filter(|r| r.starts_with(b"160000 "))
+            .filter_map(|r| r.splitn(2, |b| *b == b'\t').nth(1))
+            .collect();
+        for path in gitlinks {
+            self.move_aside(path, skipped);
+        }
+        Ok(())
     }
 
     /// Move `<dir>/.git` aside. False when there is none or it cannot move.

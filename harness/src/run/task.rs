@@ -332,13 +332,53 @@ fn commit_body(outcome: &anyhow::Result<LoopResult>, interrupted: bool) -> Strin
             "Finished after {} rounds, {} tool calls.\n\nFinal answer:\n{}",
             r.rounds, r.tool_calls, r.final_message
         ),
-        Err(e) => format!("The run failed: {e:#}"),
+        Err(e) => match provider_status(e) {
+            // Its answer stays out of the history: a provider or gateway
+            // that echoes the request put the API key in the commit (a
+            // helper's find). The run's trace has it.
+            Some(status) => format!(
+                "The run failed: the provider answered HTTP {status} (its answer is in the run's trace)."
+            ),
+            None => format!("The run failed: {e:#}"),
+        },
     }
+}
+
+/// The HTTP status of a provider's refusal anywhere in `e`'s chain.
+fn provider_status(e: &anyhow::Error) -> Option<u16> {
+    use crate::provider::ProviderError;
+    use crate::run::agent::AgentError;
+    let status = |p: &ProviderError| match p {
+        ProviderError::Status { status, .. } => Some(*status),
+        _ => None,
+    };
+    e.chain()
+        .find_map(|c| match c.downcast_ref::<AgentError>() {
+            Some(AgentError::Provider(p)) => status(p),
+            _ => c.downcast_ref::<ProviderError>().and_then(status),
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A provider's refusal is named by its status in the commit message,
+    /// never quoted: it may echo the request's credentials.
+    #[test]
+    fn a_provider_refusal_stays_out_of_the_commit_message() {
+        let refusal = crate::provider::ProviderError::Status {
+            status: 401,
+            body: "bad key: Bearer sk-SECRET".into(),
+        };
+        let failed: anyhow::Result<LoopResult> =
+            Err(crate::run::agent::AgentError::from(refusal).into());
+        let body = commit_body(&failed, false);
+        assert!(
+            body.contains("HTTP 401") && !body.contains("sk-SECRET"),
+            "{body}"
+        );
+    }
 
     #[test]
     fn run_ids_are_unique_within_a_process() {

@@ -124,7 +124,10 @@ impl Worktree {
     /// Delete the worktree directory and its metadata; keep the branch.
     pub fn remove_dir(&mut self) -> Result<(), WorktreeError> {
         let r = remove_tree(&self.path);
-        let _ = self.git.run(&["worktree", "prune"]);
+        // Only this worktree's metadata: `git worktree prune` also deleted
+        // that of the user's own worktrees whose directories were away
+        // (moved, or on an unmounted disk), with their staged changes (a
+        // helper's find).
         if self.admin_dir.exists() && !self.path.exists() {
             let _ = remove_tree(&self.admin_dir);
         }
