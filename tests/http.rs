@@ -682,6 +682,139 @@ fn closed_by_server(tcp: &mut std::net::TcpStream) -> bool {
     }
 }
 
+/// A client that asks for large answers and reads none of them has its
+/// connections closed, and with them the answers held in the server's
+/// memory (8 MB each here, up to 15 MiB on each of 256 connections), while
+/// other clients are served. An answer hyper has queued whole is cut by
+/// the header timeout (10 s: the server is waiting for the next request);
+/// a stream with more to send than hyper queues, which that timeout never
+/// reaches, by the write stall timeout (30 s; `listener::tests` pins it: a
+/// session stream fed a shared progress token's notifications held its
+/// slot, and rmcp's session worker with it, for good: a helper's find).
+#[tokio::test]
+async fn a_client_that_reads_nothing_has_its_connections_closed() {
+    let wt = worktree();
+    let line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz\n";
+    std::fs::write(
+        wt.path().join("big.txt"),
+        line.repeat((8 << 20) / line.len()),
+    )
+    .unwrap();
+    let plugins = workspace_plugins();
+    let args = ["--max-output-bytes", "16777216"];
+    let s = token_server(wt.path(), plugins.path(), &args);
+    let c = client();
+    let (sid, _) = open_session(&c, &s.url).await;
+    let authority = s.base.trim_start_matches("http://");
+    let unread_post = |body: Value, headers: &str| {
+        let body = body.to_string();
+        let mut tcp = raw_connection(&s.base);
+        tcp.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             {headers}Content-Length: {}\r\n\r\n",
+            body.len()
+        );
+        tcp.write_all(format!("{head}{body}").as_bytes()).unwrap();
+        tcp
+    };
+    let big = json!({"path": "big.txt"});
+    let in_session = format!("Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n");
+    let session_call = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": big}});
+    let stateless = format!(
+        "MCP-Protocol-Version: {}\r\nMcp-Method: tools/call\r\nMcp-Name: read_file\r\n",
+        support::http::STATELESS
+    );
+    let mut unread = [
+        unread_post(session_call, &in_session),
+        unread_post(call_body(20, "read_file", big), &stateless),
+    ];
+    let r = post_authed(&c, &s.url, &list_body()).await;
+    assert_eq!(r.status(), 200, "another client is served meanwhile");
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    for tcp in &mut unread {
+        let mut got = Vec::new();
+        let read = tcp.read_to_end(&mut got);
+        let closed = match &read {
+            Ok(_) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        };
+        assert!(
+            closed,
+            "the connection was kept: {read:?} after {} bytes",
+            got.len()
+        );
+        assert!(got.len() < 6 << 20, "{} bytes came", got.len());
+    }
+}
+
+/// Clients posting bodies of many small values (2 MB of 49,000 objects
+/// each, a notification the server parses and drops) do not hold up other
+/// clients: each such body was parsed on the server's one executor thread,
+/// and eight clients posting them in a loop made another client's listing
+/// take ~240 ms instead of ~1 ms (a helper's find). Bodies over 64 KiB are
+/// parsed off the executor, one at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heavy_bodies_do_not_hold_up_other_clients() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = HttpServer::start(wt.path(), plugins.path(), &[], &[]);
+    let c = client();
+    let median_listing = |c: reqwest::Client, url: String| async move {
+        let mut took = Vec::new();
+        for _ in 0..15 {
+            let t = Instant::now();
+            let r = post(&c, &url, &list_body()).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            took.push(t.elapsed());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        took.sort();
+        took[took.len() / 2]
+    };
+    let quiet = median_listing(c.clone(), s.url.clone()).await;
+    let values: Vec<Value> = (0..49_000).map(|i| json!({"k": i})).collect();
+    let heavy = json!({"jsonrpc": "2.0", "method": "notifications/initialized",
+        "params": {"_meta": {"x": values}}});
+    let heavy = bytes::Bytes::from(heavy.to_string());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood: Vec<_> = (0..8)
+        .map(|_| {
+            let (c, url, heavy, stop) = (client(), s.url.clone(), heavy.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut sent = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = c
+                        .post(&url)
+                        .header("Content-Type", "application/json")
+                        .header("Accept", "application/json, text/event-stream")
+                        .header("MCP-Protocol-Version", support::http::STATELESS)
+                        .header("Mcp-Method", "notifications/initialized")
+                        .body(heavy.clone())
+                        .send()
+                        .await;
+                    sent += 1;
+                }
+                sent
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let flooded = median_listing(c.clone(), s.url.clone()).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut sent = 0;
+    for f in flood {
+        sent += f.await.unwrap();
+    }
+    eprintln!("listing median: quiet {quiet:?}, under {sent} heavy bodies {flooded:?}");
+    assert!(sent >= 8, "the flood sent {sent} bodies");
+    assert!(
+        flooded < quiet * 10 + Duration::from_millis(50),
+        "quiet {quiet:?}, flooded {flooded:?}"
+    );
+}
+
 /// Connections cost the server a descriptor each, shared with the plugins'
 /// calls: at most `--max-connections` stay open (one more is closed at
 /// once), and one that sends nothing, or trickles its headers, is closed

@@ -14,8 +14,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{NumberOrString, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
+use rmcp::ErrorData as McpError;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -23,6 +24,13 @@ use crate::registry::CallStage;
 
 /// Steps reported, out of [`TOTAL`].
 const TOTAL: f64 = 3.0;
+
+/// Longest `progressToken` a request may carry. Every notification of
+/// its progress repeats the token, and rmcp's session worker writes each
+/// inline: 40 calls sharing one 1 MiB token, their streams unread, filled
+/// its queue, and the worker stopped for every request of the session (a
+/// helper's find). Request ids have the same bound where they are kept.
+pub const MAX_PROGRESS_TOKEN_BYTES: usize = 256;
 
 /// How long a call runs unreported (`wasm-mcp serve --progress-after-ms`).
 pub const DEFAULT_PROGRESS_AFTER: Duration = Duration::from_millis(100);
@@ -39,20 +47,34 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A reporter when the request asked for progress, else `None`.
+    /// A reporter when the request asked for progress, else `None`; a
+    /// refusal when its token is longer than [`MAX_PROGRESS_TOKEN_BYTES`].
     pub fn for_request(
         context: &RequestContext<RoleServer>,
         tool: &str,
         after: Duration,
-    ) -> Option<Self> {
-        let token = context.meta.get_progress_token()?;
-        Some(Progress {
+    ) -> Result<Option<Self>, McpError> {
+        let Some(token) = context.meta.get_progress_token() else {
+            return Ok(None);
+        };
+        if let NumberOrString::String(s) = &token.0 {
+            if s.len() > MAX_PROGRESS_TOKEN_BYTES {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "_meta.progressToken is {} bytes; at most {MAX_PROGRESS_TOKEN_BYTES} are taken (every progress notification repeats it)",
+                        s.len()
+                    ),
+                    None,
+                ));
+            }
+        }
+        Ok(Some(Progress {
             peer: context.peer.clone(),
             token,
             tool: tool.to_owned(),
             after,
             reported: AtomicBool::new(false),
-        })
+        }))
     }
 
     /// Reports each stage the call passes until the call drops its sender;

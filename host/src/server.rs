@@ -261,7 +261,7 @@ impl McpServer {
         let name = request.name.to_string();
         let call_id = crate::audit::call_id(request.meta.as_ref(), &context.meta);
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let progress = Progress::for_request(&context, &name, self.progress_after);
+        let progress = Progress::for_request(&context, &name, self.progress_after)?;
         let call = self.observed_call(&name, args, call_id, progress.as_ref());
         let Some((outcome, mut audit)) = unless_cancelled(&context, &name, call).await else {
             // Never sent: rmcp drops the response of a cancelled request.

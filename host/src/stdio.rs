@@ -47,6 +47,10 @@ pub fn stdio(
     StdioTransport::new(read, write, longest_request)
 }
 
+/// How long closing waits for a write in progress (the end of input has
+/// already waited for answers up to the longest request).
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 /// Default capacity asked for on stdout (`--stdout-pipe-bytes`): Linux's
 /// default `/proc/sys/fs/pipe-max-size`, the most an unprivileged process
 /// may set. A pipe holds 64 KiB by default, so a 1.9 MB frame went through
@@ -332,7 +336,16 @@ where
 
     async fn close(&mut self) -> io::Result<()> {
         // As rmcp's own transport does: dropping the writer closes stdout.
-        drop(self.out.lock().await.take());
+        // A write blocked on a client that reads nothing holds the writer,
+        // and waiting for it kept the server running for good after its
+        // input ended (a helper's find): not past CLOSE_WAIT (the process
+        // exits, and stdout closes with it).
+        match tokio::time::timeout(CLOSE_WAIT, self.out.lock()).await {
+            Ok(mut out) => drop(out.take()),
+            Err(_) => tracing::warn!(
+                "stdout not read for {CLOSE_WAIT:?} at close: ending without the answers still being written"
+            ),
+        }
         Ok(())
     }
 }
@@ -461,6 +474,20 @@ mod tests {
             t_closed_send().await.unwrap_err().kind(),
             io::ErrorKind::NotConnected
         ));
+    }
+
+    /// Closing does not wait for a write the client never reads: it kept
+    /// the server running for good after its input ended.
+    #[tokio::test]
+    async fn close_does_not_wait_for_a_client_that_reads_nothing() {
+        let (_a, r) = tokio::io::duplex(64);
+        let (w, _unread) = tokio::io::duplex(64);
+        let mut t = StdioTransport::new(r, w, Duration::from_secs(5));
+        let blocked = tokio::spawn(t.send(messages().remove(0)));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!blocked.is_finished(), "the write did not block");
+        let closing = tokio::time::timeout(CLOSE_WAIT * 2, t.close()).await;
+        assert!(matches!(closing, Ok(Ok(()))), "close waited for the write");
     }
 
     async fn t_closed_send() -> io::Result<()> {

@@ -8,7 +8,9 @@
 //! for a line that is not JSON the server can read (bytes that are not
 //! UTF-8, a lone surrogate, nesting past the parser's depth, two values on
 //! one line), `-32600` (invalid request) for JSON of the wrong shape or a
-//! line over the bound. A line with no readable id is dropped, as rmcp and
+//! line over the bound. An id that is a number no id can be here (`1.5`,
+//! past `i64`) is answered with a null id, as JSON-RPC answers an id it
+//! cannot read. A line with no id is dropped, as rmcp and
 //! the official SDKs do (an answer to garbage can start an echo storm with
 //! a peer that answers garbage too), and the log says so.
 
@@ -203,6 +205,17 @@ fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
         tracing::info!(%id, "request refused: {}", error.message);
         return Line::Refused(Answer::error(error, Some(id)));
     }
+    if let Some(id) = unusable_number_id(line) {
+        // JSON-RPC: an id that cannot be read is answered as null.
+        let message = format!(
+            "Invalid Request: the id {id} is not a string or an integer within 64-bit signed range (answered with a null id)"
+        );
+        tracing::info!("request refused: {message}");
+        return Line::Refused(Answer::error(
+            ErrorData::invalid_request(message, None),
+            None,
+        ));
+    }
     static DROPPED: Repeats = Repeats::new();
     if let Some(n) = DROPPED.note() {
         tracing::warn!(
@@ -218,6 +231,27 @@ fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
 /// parsing the rest: a number that fits `i64` or a string of valid UTF-8.
 /// `None` for anything else, and for a line cut before its id.
 pub fn request_id(line: &[u8]) -> Option<RequestId> {
+    at_id(line)?.id()
+}
+
+/// An `id` that is a JSON number but not one a request id can be here
+/// (`1.5`, `1e3`, past `i64`: rmcp's ids are `i64` or strings), as
+/// written (its head): such a request was dropped unanswered, and its
+/// client waited forever (a helper's find).
+fn unusable_number_id(line: &[u8]) -> Option<&str> {
+    let mut s = at_id(line)?;
+    let start = s.i;
+    let number = |c: u8| c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E');
+    while s.peek().is_some_and(number) {
+        s.i += 1;
+    }
+    let text = std::str::from_utf8(&line[start..s.i]).ok()?;
+    let starts_a_number = text.starts_with(|c: char| c == '-' || c.is_ascii_digit());
+    starts_a_number.then(|| wasm_mcp_protocol::text::head_chars(text, 64))
+}
+
+/// A scan of `line` standing at the value of its top-level `id`.
+fn at_id(line: &[u8]) -> Option<Scan<'_>> {
     let mut s = Scan { b: line, i: 0 };
     s.ws();
     s.eat(b'{')?;
@@ -228,7 +262,7 @@ pub fn request_id(line: &[u8]) -> Option<RequestId> {
         s.eat(b':')?;
         s.ws();
         if is_id {
-            return s.id();
+            return Some(s);
         }
         s.skip_value()?;
         s.ws();

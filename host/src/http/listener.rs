@@ -9,6 +9,9 @@
 //!   server waits for them, so an idle keep-alive connection, or one that
 //!   trickles its headers, is closed (hyper's header read timeout, which
 //!   needs a timer: without one it never fired);
+//! - a client that leaves the server's writes waiting for
+//!   [`WRITE_STALL_TIMEOUT`] is closed, with the slots its requests held
+//!   ([`super::write_stall`]);
 //! - graceful shutdown: on SIGINT/SIGTERM no new connection is taken, and
 //!   those open finish their requests for up to [`SHUTDOWN_GRACE`].
 
@@ -23,6 +26,9 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use super::write_stall::WriteStall;
+#[cfg(doc)]
+use super::write_stall::WRITE_STALL_TIMEOUT;
 use crate::repeats::Repeats;
 
 /// Time a client has to send a request's headers (and the most a
@@ -35,11 +41,13 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Default connections open at once (`--max-connections`).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
-/// Serves `app` on `listener` until `shutdown` resolves.
+/// Serves `app` on `listener` until `shutdown` resolves; a connection
+/// whose writes wait `write_stall` ([`WRITE_STALL_TIMEOUT`]) is closed.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     max_connections: usize,
+    write_stall: Duration,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let open = Arc::new(Semaphore::new(max_connections.max(1)));
@@ -66,7 +74,9 @@ pub async fn serve(
         http.timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT);
         let service = TowerToHyperService::new(app.clone());
-        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let conn = graceful.watch(
+            http.serve_connection(TokioIo::new(WriteStall::new(stream, write_stall)), service),
+        );
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, "connection ended: {e}");
@@ -90,5 +100,48 @@ fn refused(peer: std::net::SocketAddr, max: usize) {
     static REFUSED: Repeats = Repeats::new();
     if let Some(n) = REFUSED.note() {
         tracing::warn!(%peer, refused = n, "connection closed: {max} already open (--max-connections)");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A client that reads nothing of an endless answer is closed once the
+    /// server's writes have waited `write_stall`; before, hyper kept the
+    /// connection (and the body with what it held) for as long as the
+    /// client kept its socket.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_reads_nothing_is_closed() {
+        let endless = || async {
+            let chunk = bytes::Bytes::from(vec![b'x'; 64 << 10]);
+            let chunks =
+                futures_util::stream::repeat_with(move || Ok::<_, std::io::Error>(chunk.clone()));
+            axum::body::Body::from_stream(chunks)
+        };
+        let app = Router::new().route("/", axum::routing::get(endless));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stall = Duration::from_millis(300);
+        tokio::spawn(serve(listener, app, 4, stall, std::future::pending()));
+        let outcome = tokio::task::spawn_blocking(move || {
+            let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+            tcp.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            std::thread::sleep(Duration::from_secs(2));
+            tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let (mut got, mut buf) = (0usize, vec![0; 64 << 10]);
+            loop {
+                match tcp.read(&mut buf) {
+                    Ok(0) => return Ok(got),
+                    Ok(n) if got < 256 << 20 => got += n,
+                    Ok(_) => return Err(format!("{got} bytes and still open")),
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(got),
+                    Err(e) => return Err(format!("{e} after {got} bytes")),
+                }
+            }
+        });
+        let got = outcome.await.unwrap().expect("the connection was kept");
+        assert!(got < 64 << 20, "{got} bytes");
     }
 }

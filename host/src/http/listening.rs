@@ -18,7 +18,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionHandle, LocalSessionManager,
+};
 
 /// Open GET streams, by session id.
 #[derive(Default)]
@@ -63,26 +65,36 @@ impl Drop for Listener {
 }
 
 /// Touches every session with a GET stream open, three times per `idle`,
-/// for as long as the server runs.
+/// for as long as the server runs. Each touch is its own task, given up
+/// after a tick: a session whose worker is stuck (writing to a client that
+/// reads nothing) held up the touches of every other session, which then
+/// ended while their clients listened (a helper's find).
 pub fn keep_alive(
     listening: Arc<Listening>,
     sessions: Arc<LocalSessionManager>,
     idle: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut ticks = tokio::time::interval((idle / 3).max(Duration::from_millis(100)));
+        let period = (idle / 3).max(Duration::from_millis(100));
+        let mut ticks = tokio::time::interval(period);
         loop {
             ticks.tick().await;
             for id in listening.sessions() {
                 let handle = sessions.sessions.read().await.get(id.as_str()).cloned();
                 if let Some(handle) = handle {
-                    if let Ok(channel) = handle.establish_request_wise_channel().await {
-                        if let Some(http_id) = channel.http_request_id {
-                            let _ = handle.close_request_wise_channel(http_id).await;
-                        }
-                    }
+                    tokio::spawn(tokio::time::timeout(period, touch(handle)));
                 }
             }
         }
     })
+}
+
+/// Resets the idle timer of `session`'s worker: a request-wise channel
+/// opened and closed at once.
+async fn touch(session: LocalSessionHandle) {
+    if let Ok(channel) = session.establish_request_wise_channel().await {
+        if let Some(http_id) = channel.http_request_id {
+            let _ = session.close_request_wise_channel(http_id).await;
+        }
+    }
 }

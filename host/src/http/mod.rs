@@ -5,7 +5,9 @@
 //! 2025-11-25 clients get rmcp's sessions). In front of it, in this order:
 //!
 //! 0. connections ([`listener`]): at most `--max-connections` open, headers
-//!    within 10 s (an idle connection is closed after as long);
+//!    within 10 s (an idle connection is closed after as long), a client
+//!    that reads nothing while the server writes closed after 30 s
+//!    ([`write_stall`]);
 //! 1. `Host` / `Origin` checks ([`origin`]) on every route → 403;
 //! 2. authentication ([`auth`]): static bearer token and/or JWT → 401 with
 //!    `WWW-Authenticate: Bearer resource_metadata=...`;
@@ -17,7 +19,8 @@
 //! 4. a 2025-11-25 `initialize` past `--max-sessions` open sessions → 503
 //!    (each holds ~84 KB until 5 minutes idle: 30,000 took 2.5 GB);
 //! 5. the in-flight limit → 503 with `Retry-After` (a request holds its slot
-//!    until its response body ends, so an unread large answer counts; a
+//!    until its response body ends, so an unread large answer counts, until
+//!    its connection is closed for it; a
 //!    listening stream, a session's `GET` or `subscriptions/listen`, takes
 //!    none: it stays open by design and has its own bound, and 64 of them
 //!    locked every other request out);
@@ -30,6 +33,7 @@ pub mod listener;
 pub mod listening;
 pub mod metadata;
 pub mod origin;
+pub mod write_stall;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,7 +52,7 @@ use rmcp::model::RequestId;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::server::McpServer;
 use crate::stdio_reader::Answer;
@@ -65,6 +69,8 @@ pub const DEFAULT_MAX_SESSIONS: usize = 256;
 /// Default idle time after which a 2025-11-25 session with no GET stream
 /// open ends (rmcp's).
 pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
+/// How long shutdown waits for 2025-11-25 sessions to close.
+const SESSIONS_CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Time a client has to send a request's body once its headers are in.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -103,6 +109,8 @@ struct Gate {
     /// once: [`stream_slots`] of `--max-connections`.
     streams: Arc<Semaphore>,
     max_streams: usize,
+    /// One turn: bodies over [`HEAVY_BODY_BYTES`] are read one at a time.
+    heavy: Arc<Semaphore>,
 }
 
 /// Long-lived streams one server holds at once: three quarters of its
@@ -141,6 +149,7 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         listening: Arc::default(),
         streams: Arc::new(Semaphore::new(max_streams)),
         max_streams,
+        heavy: Arc::new(Semaphore::new(1)),
     });
     let _keep_alive = crate::dispatch::AbortOnDrop(listening::keep_alive(
         gate.listening.clone(),
@@ -160,13 +169,32 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         shutdown_signal().await;
         listeners.end_streams();
         let open: Vec<_> = sessions.sessions.read().await.values().cloned().collect();
+        // All at once, and not waited for past a second: one session
+        // whose worker is stuck on a client that reads nothing kept the
+        // server from ever stopping (a helper's find).
+        let mut closing = tokio::task::JoinSet::new();
         for session in open {
-            let _ = session.close().await;
+            closing.spawn(async move { session.close().await });
+        }
+        let all = closing.join_all();
+        if tokio::time::timeout(SESSIONS_CLOSE_WAIT, all)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "sessions still closing after {SESSIONS_CLOSE_WAIT:?}: left to the grace period"
+            );
         }
     };
-    listener::serve(listener, app, opts.max_connections, shutdown)
-        .await
-        .context("HTTP server failed")
+    listener::serve(
+        listener,
+        app,
+        opts.max_connections,
+        write_stall::WRITE_STALL_TIMEOUT,
+        shutdown,
+    )
+    .await
+    .context("HTTP server failed")
 }
 
 /// rmcp's session manager, its sessions ending after `idle` with nothing
@@ -236,7 +264,7 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         Ok(g) => g,
         Err(e) => return unauthorized(&gate, &e),
     };
-    let (req, requested) = match read_body(&gate, req).await {
+    let (req, requested, heavy) = match read_body(&gate, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
     };
@@ -293,7 +321,9 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
     let deletes = req.method() == Method::DELETE;
     match check_scopes(&gate, &grant, req).await {
         Ok(req) => {
+            let read_again = heavy.map(hold_turn);
             let (mut parts, body) = next.run(req).await.into_parts();
+            drop(read_again);
             // A session ended is 204 (rmcp's 202 made the Python SDK 1.x,
             // which takes 200 or 204, log a warning at every close).
             if deletes && parts.status == StatusCode::ACCEPTED {
@@ -346,9 +376,9 @@ async fn sessions_full(gate: &Gate) -> Option<Response> {
 /// A POST's body read whole (within [`BODY_TIMEOUT`] and the body limit)
 /// and checked to be a JSON-RPC message, with the method it names; other
 /// requests as they are.
-async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Requested>), Response> {
+async fn read_body(gate: &Gate, req: Request) -> Result<BodyRead, Response> {
     if req.method() != Method::POST {
-        return Ok((req, None));
+        return Ok((req, None, None));
     }
     let (parts, body) = req.into_parts();
     let collected = collect_within(body, gate.max_body_bytes);
@@ -367,7 +397,8 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Request
                 .into_response());
         }
     };
-    let requested = match crate::stdio_reader::parse_line(&bytes) {
+    let (line, heavy) = parse_body(gate, bytes.clone()).await;
+    let requested = match line {
         crate::stdio_reader::Line::Message(m) => match m {
             rmcp::model::JsonRpcMessage::Request(r) => Some(Requested {
                 method: r.request.method().to_owned(),
@@ -386,7 +417,53 @@ async fn read_body(gate: &Gate, req: Request) -> Result<(Request, Option<Request
             return Err(bad_message(&Answer::error(error, None)));
         }
     };
-    Ok((Request::from_parts(parts, Body::from(bytes)), requested))
+    Ok((
+        Request::from_parts(parts, Body::from(bytes)),
+        requested,
+        heavy,
+    ))
+}
+
+/// A request with its body read, the method it names, and (for a heavy
+/// body) its turn in the heavy lane, held until rmcp has read it too.
+type BodyRead = (Request, Option<Requested>, Option<OwnedSemaphorePermit>);
+
+/// Bodies longer than this are parsed in the heavy lane.
+const HEAVY_BODY_BYTES: usize = 64 << 10;
+
+/// How long a heavy body keeps its turn while rmcp reads it again (it
+/// does as the request begins: far less than this). Not for the whole
+/// request: a stateless call's response is made when its call ends.
+const HEAVY_HOLD: Duration = Duration::from_millis(100);
+
+/// Keeps a heavy body's `turn` until the returned sender is dropped (the
+/// request answered) or [`HEAVY_HOLD`] has passed, whichever is first.
+fn hold_turn(turn: OwnedSemaphorePermit) -> tokio::sync::oneshot::Sender<()> {
+    let (answered, done) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(HEAVY_HOLD, done).await;
+        drop(turn);
+    });
+    answered
+}
+
+/// `bytes` read as a message. A body over [`HEAVY_BODY_BYTES`] is read off
+/// the executor, one at a time, and keeps its turn (the returned permit)
+/// until rmcp has read it again: the server's one executor thread parsed
+/// every body, so clients posting 2 MB bodies of 49,000 small objects
+/// (each refused, after its parse) made every other client's calls wait
+/// ~1 s (a helper's find); now they wait for each other.
+async fn parse_body(
+    gate: &Gate,
+    bytes: bytes::Bytes,
+) -> (crate::stdio_reader::Line, Option<OwnedSemaphorePermit>) {
+    if bytes.len() <= HEAVY_BODY_BYTES {
+        return (crate::stdio_reader::parse_line(&bytes), None);
+    }
+    let turn = gate.heavy.clone().acquire_owned().await.ok();
+    let parsed = tokio::task::spawn_blocking(move || crate::stdio_reader::parse_line(&bytes));
+    let line = parsed.await.unwrap_or(crate::stdio_reader::Line::Skipped);
+    (line, turn)
 }
 
 /// 400 for a body that could not be read (a malformed chunk, the

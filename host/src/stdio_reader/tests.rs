@@ -98,6 +98,29 @@ fn lines_without_an_id_are_skipped_and_messages_pass() {
     ));
 }
 
+/// A request whose id is a number no request id can be here (a fraction,
+/// an exponent, past `i64`) is answered -32600 with a null id, as JSON-RPC
+/// answers an id it cannot read: it was dropped, and its client waited
+/// forever. Ids of other types (objects, arrays, booleans) are not ids at
+/// all, and such lines are dropped as before.
+#[test]
+fn a_request_with_a_number_id_out_of_range_is_answered_with_a_null_id() {
+    for id in ["1.5", "18446744073709551615", "-2.5e-3"] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        let (code, answered_to, message) = refused(line.as_bytes());
+        assert_eq!(code, -32600, "{id}");
+        assert_eq!(answered_to, None, "{id}");
+        assert!(
+            message.contains(&format!("the id {id} is not")),
+            "{message}"
+        );
+    }
+    for id in ["true", "{}", "[1]", "null"] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        assert!(matches!(parse_line(line.as_bytes()), Line::Skipped), "{id}");
+    }
+}
+
 #[tokio::test]
 async fn a_line_over_the_bound_is_refused_by_its_id_and_the_next_is_read() {
     let (mut w, r) = tokio::io::duplex(1 << 16);
