@@ -594,6 +594,120 @@ fn a_compile_bomb_is_refused_before_it_is_compiled() {
     assert!(log.contains("20000 element segment items"), "{log}");
 }
 
+/// A directory listing is made on a blocking thread, not on the thread
+/// running calls: wasmtime-wasi `stat`s every entry, and a plugin listing
+/// 50,000 entries in a loop held other plugins' calls for up to 5 s (a
+/// helper's find). Here eight listings of 60,000 entries run while another
+/// plugin's `read_file` is timed.
+#[test]
+fn listings_do_not_hold_up_other_calls() {
+    let wt = worktree();
+    let many = wt.path().join("many");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..60_000 {
+        std::fs::File::create(many.join(format!("f{i}"))).unwrap();
+    }
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--timeout-ms", "30000"]);
+    let reads = |s: &mut Server| -> Vec<Duration> {
+        (0..11)
+            .map(|_| {
+                let t = Instant::now();
+                let r = s.call("read_file", json!({"path": "inside.txt"}));
+                assert!(!is_error(&r), "{r}");
+                t.elapsed()
+            })
+            .collect()
+    };
+    let quiet = reads(&mut s).into_iter().max().unwrap();
+    for id in 0..8 {
+        s.send_raw(
+            &json!({"jsonrpc": "2.0", "id": 700 + id, "method": "tools/call",
+                "params": {"name": "fs_list", "arguments": {"path": "many"}}})
+            .to_string(),
+        );
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let during = reads(&mut s);
+    eprintln!("read_file: quiet at most {quiet:?}, during eight listings {during:?}");
+    let listing = during.into_iter().max().unwrap();
+    for id in 0..8 {
+        let early = s.notifications.iter().position(|m| m["id"] == 700 + id);
+        let r = match early {
+            Some(i) => s.notifications.remove(i),
+            None => s
+                .wait_response(700 + id, Duration::from_secs(60))
+                .expect("a listing"),
+        };
+        let n = r["result"]["structuredContent"]["entries"]
+            .as_array()
+            .map(Vec::len);
+        assert_eq!(
+            n,
+            Some(60_000),
+            "{}",
+            r.to_string().chars().take(300).collect::<String>()
+        );
+    }
+    assert!(
+        listing < quiet * 10 + Duration::from_millis(100),
+        "quiet at most {quiet:?}, during eight listings at most {listing:?}"
+    );
+    assert!(s.shutdown().success());
+}
+
+/// Compiles run in a child process bounded in memory and time, for shapes
+/// no static limit foresaw: a 1.5 KB component of components nested 30
+/// deep, each instantiating the one below twice (wasmtime inlines every
+/// instantiation, 2^30 of them: 3 GB in 6 s, start-up never finished),
+/// and one function Winch compiles in time quadratic in its size (45 s
+/// for 1 MB, nothing served meanwhile): both helpers' finds. Each is
+/// refused, named in the log, and the other plugin is served.
+#[test]
+fn compiles_are_bounded_in_memory_and_time() {
+    let mut nested = "(core module $m (memory 0)) (core instance (instantiate $m))".to_string();
+    for _ in 0..30 {
+        let twice = "(instance (instantiate $c)) (instance (instantiate $c))";
+        nested = format!("(component $c {nested}) {twice}");
+    }
+    let nested = wat::parse_str(format!("(component {nested})")).unwrap();
+    let consts = "i32.const 0\n".repeat(200_000);
+    let blocks = "block end\n".repeat(150_000);
+    let slow = format!("(component (core module (func {consts} {blocks} unreachable)))");
+    let slow = wat::parse_str(slow).unwrap();
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    std::fs::write(plugins.path().join("nested.wasm"), nested).unwrap();
+    std::fs::write(plugins.path().join("slow.wasm"), slow).unwrap();
+    let bounds = [
+        "--no-cache",
+        "--compile-memory-mb",
+        "1024",
+        "--compile-timeout-ms",
+        "1500",
+    ];
+    let (mut s, log) = Server::start_logged(wt.path(), plugins.path(), &bounds);
+    let r = read_file_within(&mut s, 1, Duration::from_secs(60));
+    assert_eq!(r["structuredContent"]["content"], "inside\n", "{r}");
+    assert!(s.shutdown().success());
+    let log = log.read();
+    let refused = |name: &str| {
+        log.lines()
+            .find(|l| l.contains("refused plugin") && l.contains(name))
+            .unwrap_or_else(|| panic!("{name} was not refused: {log}"))
+            .to_owned()
+    };
+    let nested = refused("nested.wasm");
+    assert!(
+        nested.contains("--compile-memory-mb") || nested.contains("--compile-timeout-ms"),
+        "{nested}"
+    );
+    assert!(
+        refused("slow.wasm").contains("longer than 1500 ms (--compile-timeout-ms)"),
+        "{log}"
+    );
+}
+
 /// A read stream of a file holds a buffer on the host once a read is
 /// started (wasmtime-wasi reads ahead on a blocking thread), outside the
 /// call's memory limit: 99,000 streams of one open file took 6.4 GB in one

@@ -357,6 +357,49 @@ fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
 /// and `write_file` and got their arguments, file contents included, and
 /// the log blamed the plugin it displaced (a helper's find). The newcomer
 /// is refused those names, and named.
+/// A plugin dir inside the writable worktree (the authoring guide serves
+/// `--worktree . --plugins plugins`) is not watched: a tool writing there
+/// replaced another plugin (here: moved it away), and a reload then
+/// published the change (a helper's find). The log says why; with
+/// `--read-only` it is watched as usual.
+#[test]
+fn a_plugin_dir_tools_can_write_to_is_not_watched() {
+    let wt = worktree();
+    let dir = wt.path().join("plugins");
+    std::fs::create_dir(&dir).unwrap();
+    for name in ["plugins/workspace.wasm", "test-plugins/hostile.wasm"] {
+        let to = dir.join(std::path::Path::new(name).file_name().unwrap());
+        std::fs::copy(plugin(name), to).unwrap();
+    }
+    let (mut s, log) = Server::spawn_logged(wt.path(), &dir, &["--watch-ms", "100"]);
+    s.initialize();
+    let moved = s.call(
+        "fs_mutate",
+        json!({"op": "rename", "path": "plugins/workspace.wasm", "to": "plugins/moved.txt"}),
+    );
+    assert_eq!(moved["structuredContent"]["error"], Value::Null, "{moved}");
+    assert!(dir.join("moved.txt").exists());
+    std::thread::sleep(Duration::from_millis(1500));
+    let tools = s.request("tools/list", json!({}));
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"read_file"),
+        "the move was published: {names:?}"
+    );
+    assert!(s.shutdown().success());
+    let log = log.read();
+    assert!(
+        log.contains("the plugin dir is inside the writable worktree: not watched"),
+        "{log}"
+    );
+    assert!(!log.contains("catalog built version=2"), "{log}");
+}
+
 #[test]
 fn a_plugin_dropped_in_later_cannot_take_over_published_names() {
     let wt = worktree();

@@ -417,6 +417,44 @@ fn a_spinning_call_does_not_hold_up_the_connection() {
     assert!(s.shutdown().success());
 }
 
+/// A call that computes for long moves off the connection's thread to the
+/// call pool: inline, it left the connection's I/O only the gaps between
+/// its 5 ms slices, and every other call waited for them (`read_file` p50
+/// 0.45 → 14 ms while one call spun, with a core idle: a helper's find).
+#[test]
+fn a_long_call_leaves_the_connection_to_other_calls() {
+    let wt = worktree();
+    let dir = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), dir.path(), &["--timeout-ms", "15000"]);
+    let median_read = |s: &mut Server| {
+        let mut took: Vec<Duration> = (0..21)
+            .map(|_| {
+                let t = Instant::now();
+                let r = s.call("read_file", json!({"path": "hello.txt"}));
+                assert!(!is_error(&r), "{r}");
+                t.elapsed()
+            })
+            .collect();
+        took.sort();
+        took[10]
+    };
+    let quiet = median_read(&mut s);
+    s.send_raw(
+        &json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+            "params": {"name": "spin", "arguments": {}}})
+        .to_string(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let spinning = median_read(&mut s);
+    eprintln!("read_file median: quiet {quiet:?}, while a call spins {spinning:?}");
+    assert!(
+        spinning < quiet * 2 + Duration::from_millis(2),
+        "quiet {quiet:?}, while a call spins {spinning:?}"
+    );
+    s.notify("notifications/cancelled", json!({"requestId": 900}));
+    assert!(s.shutdown().success());
+}
+
 /// A request reusing the id of a call the client has just cancelled is
 /// refused (-32600, its id still in flight) and the cancelled call's
 /// answer never goes out: both were sent, the cancelled call's result
@@ -454,6 +492,36 @@ fn an_id_reused_right_after_its_cancel_gets_no_stale_answer() {
             "arguments": {"path": "hello.txt"}})),
         );
         assert!(!is_error(&r["result"]), "{r}");
+    }
+}
+
+/// A progress token is repeated in every notification of its request's
+/// progress: one over 256 bytes is refused, clearly, and the call is not
+/// run (40 calls sharing a 1 MiB token, their streams unread, stopped
+/// rmcp's session worker for every request of the session: a helper's
+/// find). One of 256 bytes is taken.
+#[test]
+fn a_huge_progress_token_is_refused() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    for rev in [Revision::Handshake, Revision::Stateless] {
+        let (mut s, _log) = rev.start(wt.path(), plugins.path(), &[]);
+        let call = |token: &str| {
+            rev.params(
+                json!({"name": "read_file", "arguments": {"path": "hello.txt"},
+                "_meta": {"progressToken": token}}),
+            )
+        };
+        let r = s.request("tools/call", call(&"t".repeat(64 << 10)));
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(r["error"]["code"], -32602, "{rev:?}: {r}");
+        assert!(
+            message.contains("progressToken is 65536 bytes"),
+            "{rev:?}: {message}"
+        );
+        let r = s.request("tools/call", call(&"t".repeat(256)));
+        assert!(!is_error(&r["result"]), "{rev:?}: {r}");
+        assert!(s.shutdown().success());
     }
 }
 

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
+use crate::compile_child::ChildCompiler;
 use crate::sandbox::CodeTier;
 
 impl CacheOutcome {
@@ -42,6 +43,9 @@ pub enum CacheOutcome {
 pub struct ComponentCache {
     dir: Option<PathBuf>,
     compiles: Arc<CompileGauge>,
+    /// Compiles run in bounded child processes (`wasm-mcp` does); `None`:
+    /// in this process (the bench and library tests, on trusted plugins).
+    child: Option<ChildCompiler>,
 }
 
 /// The compiles a cache has run: running now, the most ever running at
@@ -109,7 +113,15 @@ impl ComponentCache {
         ComponentCache {
             dir,
             compiles: Arc::default(),
+            child: None,
         }
+    }
+
+    /// Every compile through this cache runs in a child process `child`
+    /// describes, bounded in memory and time ([`crate::compile_child`]).
+    pub fn compiling_in(mut self, child: ChildCompiler) -> Self {
+        self.child = Some(child);
+        self
     }
 
     /// The compiles run through this cache (and its clones) so far.
@@ -128,9 +140,17 @@ impl ComponentCache {
     pub fn compile_baseline(&self, baseline: &Engine, bytes: &[u8]) -> Result<Component> {
         compilable(bytes)?;
         let _counted = self.compiles.enter(CodeTier::Baseline);
-        Component::new(baseline, bytes)
-            .map_err(anyhow::Error::from)
-            .context("compiling component (baseline)")
+        let Some(child) = &self.child else {
+            return Component::new(baseline, bytes)
+                .map_err(anyhow::Error::from)
+                .context("compiling component (baseline)");
+        };
+        let out = scratch_file(self.dir.as_deref(), "baseline")?;
+        let compiled = child
+            .precompile(CodeTier::Baseline, bytes, &out)
+            .and_then(|()| map(baseline, &out).context("the compiler's output did not load"));
+        let _ = std::fs::remove_file(&out);
+        compiled.context("compiling component (baseline)")
     }
 
     fn entry(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
@@ -161,6 +181,9 @@ impl ComponentCache {
         // Counted as done once its cache entry is written (or could not
         // be), so a finished count means the entry is on disk.
         let _counted = self.compiles.enter(CodeTier::Optimized);
+        if let Some(child) = &self.child {
+            return self.load_compiled_by(child, engine, bytes, entry.as_deref());
+        }
         let compiled = engine
             .precompile_component(bytes)
             .map_err(anyhow::Error::from)
@@ -184,6 +207,46 @@ impl ComponentCache {
         let component = unsafe { Component::deserialize(engine, &compiled) }?;
         Ok((component, CacheOutcome::Compiled))
     }
+}
+
+impl ComponentCache {
+    /// [`ComponentCache::load`]'s compile, made by `child` into the cache
+    /// entry (written whole, then renamed into place) or, with no cache,
+    /// into a scratch file mapped and removed at once.
+    fn load_compiled_by(
+        &self,
+        child: &ChildCompiler,
+        engine: &Engine,
+        bytes: &[u8],
+        entry: Option<&Path>,
+    ) -> Result<(Component, CacheOutcome)> {
+        let out = scratch_file(self.dir.as_deref(), "optimized")?;
+        let made = child.precompile(CodeTier::Optimized, bytes, &out);
+        let placed = made.and_then(|()| match entry {
+            Some(entry) => std::fs::rename(&out, entry)
+                .map(|()| entry.to_path_buf())
+                .context("placing the cache entry"),
+            None => Ok(out.clone()),
+        });
+        let component = placed
+            .and_then(|path| map(engine, &path).context("the compiler's output did not load"));
+        let _ = std::fs::remove_file(&out);
+        Ok((
+            component.context("compiling component")?,
+            CacheOutcome::Compiled,
+        ))
+    }
+}
+
+/// A new file's path for a compile child's output: in the cache directory
+/// (then renamed into place on the same file system), else the system's
+/// temporary directory.
+fn scratch_file(dir: Option<&Path>, tier: &str) -> Result<PathBuf> {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    Ok(dir.join(format!(".compiling-{}-{n}-{tier}", std::process::id())))
 }
 
 /// Refuses a cache directory inside `worktree`: a cache entry is native

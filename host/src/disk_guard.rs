@@ -14,11 +14,12 @@
 //! `insufficient-space` (`file-too-large` for the size limit) and the call
 //! remembers why, so the host reports `quota_exceeded`.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use wasmtime::component::{HasData, Linker, Resource};
-use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+use wasmtime_wasi::filesystem::{Descriptor, Dir, WasiFilesystemCtxView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     self, ErrorCode, HostDescriptor, HostDirectoryEntryStream,
 };
@@ -182,21 +183,50 @@ impl GuardedFs<'_> {
 
     /// How many entries the directory `fd` has (`getdents`, no `stat`):
     /// what its listing will copy.
-    fn entries_in(&self, fd: &Resource<Descriptor>) -> FsResult<u64> {
-        let Descriptor::Dir(d) = self.fs.table.get(fd)? else {
-            return Ok(0);
+    fn entries_in(&self, fd: &Resource<Descriptor>) -> FsResult<impl Future<Output = u64>> {
+        let dir = match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) => Some(d.dir.clone()),
+            Descriptor::File(_) => None,
         };
-        // The descriptor may be `O_PATH`: read a fresh one of it.
-        use rustix::fs::{openat, Dir, Mode, OFlags};
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let Ok(mut dir) = openat(&*d.dir, ".", flags, Mode::empty()).and_then(Dir::new) else {
-            return Ok(0); // the listing itself reports why
+        let counted = tokio::task::spawn_blocking(move || {
+            let Some(dir) = dir else {
+                return 0;
+            };
+            // The descriptor may be `O_PATH`: read a fresh one of it.
+            use rustix::fs::{openat, Dir, Mode, OFlags};
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let Ok(mut dir) = openat(&*dir, ".", flags, Mode::empty()).and_then(Dir::new) else {
+                return 0; // the listing itself reports why
+            };
+            let mut n = 0;
+            while let Some(Ok(_)) = dir.read() {
+                n += 1;
+            }
+            n
+        });
+        Ok(async { counted.await.unwrap_or(0) })
+    }
+
+    /// wasmtime-wasi's listing of `fd`, made on a blocking thread: it
+    /// `stat`s every entry (up to ~131,000 under the default bound), and on
+    /// the thread running calls (file operations run there) a plugin
+    /// listing 50,000 entries in a loop held other plugins' calls for up
+    /// to 5 s and past their deadlines (a helper's find). The listing is
+    /// asked of a copy of the descriptor that may not block its thread.
+    async fn listed_off_thread(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<Resource<types::DirectoryEntryStream>> {
+        let Descriptor::Dir(d) = self.fs.table.get(&fd)? else {
+            return self.fs.read_directory(fd).await;
         };
-        let mut n = 0;
-        while let Some(Ok(_)) = dir.read() {
-            n += 1;
-        }
-        Ok(n)
+        let copy = d.dir.try_clone().map_err(FsError::from)?;
+        let copy = Dir::new(copy, d.perms, d.open_mode, false);
+        let off_thread = self.fs.table.push(Descriptor::Dir(copy))?;
+        let at = Resource::new_borrow(off_thread.rep());
+        let listed = self.fs.read_directory(at).await;
+        self.fs.table.delete(off_thread)?;
+        listed
     }
 
     /// Whether `path` names a FIFO, socket or device, refused with
@@ -533,9 +563,9 @@ impl HostDescriptor for GuardedFs<'_> {
         }
         // A listing is a copy of the directory in host memory: it counts as
         // an open file per `ENTRIES_PER_OPEN_FILE` entries, and one more.
-        let counts = 1 + self.entries_in(&fd)? / ENTRIES_PER_OPEN_FILE;
+        let counts = 1 + self.entries_in(&fd)?.await / ENTRIES_PER_OPEN_FILE;
         self.budget.open_files(counts)?;
-        let listed = self.fs.read_directory(fd).await;
+        let listed = self.listed_off_thread(fd).await;
         match &listed {
             Ok(stream) => self.budget.held_by(stream.rep(), counts),
             Err(_) => self.budget.close_files(counts),

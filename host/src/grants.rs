@@ -37,6 +37,9 @@ use serde::{Deserialize, Serialize};
 use crate::disk_budget::{DiskLimits, Share};
 use crate::limits::Limits;
 
+/// How a grant section names a plugin by its digest.
+const DIGEST_PREFIX: &str = "sha256:";
+
 /// How much of the worktree a plugin sees. Ordered: a lower access is a
 /// subset of a higher one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -297,7 +300,7 @@ struct Maxima {
 /// `sha256:` and 64 hex digits, lowercased (a digest key that is not one
 /// would never match, silently leaving the plugin to `[default]`).
 fn section_key(key: &str) -> Result<String> {
-    let Some(hex) = key.strip_prefix("sha256:") else {
+    let Some(hex) = key.strip_prefix(DIGEST_PREFIX) else {
         return Ok(key.to_string());
     };
     let ok = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
@@ -372,7 +375,10 @@ impl Grants {
         let matches = |key: &str| {
             plugins
                 .iter()
-                .any(|(name, digest)| key == *name || key.strip_prefix("sha256:") == Some(digest))
+                .any(|(name, digest)| match key.strip_prefix(DIGEST_PREFIX) {
+                    Some(hex) => hex == *digest,
+                    None => key == *name,
+                })
         };
         self.by_key
             .keys()
@@ -382,11 +388,17 @@ impl Grants {
     }
 
     /// The grant of the plugin `name` with `digest` (hex sha256): its
-    /// digest's section, else its name's, else `[default]`.
+    /// digest's section, else its name's, else `[default]`. A name is never
+    /// looked up as a digest: a file named `sha256:<digest>.wasm` got the
+    /// grant given to that digest whatever its bytes (a helper's find).
     pub fn for_plugin(&self, name: &str, digest: &str) -> &Grant {
+        let by_name = || match name.starts_with(DIGEST_PREFIX) {
+            true => None,
+            false => self.by_key.get(name),
+        };
         self.by_key
-            .get(&format!("sha256:{digest}"))
-            .or_else(|| self.by_key.get(name))
+            .get(&format!("{DIGEST_PREFIX}{digest}"))
+            .or_else(by_name)
             .unwrap_or(&self.default)
     }
 }
@@ -406,6 +418,20 @@ mod tests {
         assert_eq!(g.for_plugin("w", "ab").filesystem, Filesystem::ReadWrite);
         let g = parse("[default]\nfilesystem = \"none\"\n").unwrap();
         assert_eq!(g.for_plugin("other", "ab").filesystem, Filesystem::None);
+    }
+
+    /// A plugin named like a digest does not get that digest's grant (its
+    /// bytes are another's).
+    #[test]
+    fn a_name_is_never_taken_for_a_digest() {
+        let ab = "ab".repeat(32);
+        let g = parse(&format!(
+            "[default]\nfilesystem = \"read-only\"\n[plugins.\"sha256:{ab}\"]\nfilesystem = \"read-write\"\n"
+        ))
+        .unwrap();
+        let impostor = g.for_plugin(&format!("sha256:{ab}"), &"cd".repeat(32));
+        assert_eq!(impostor.filesystem, Filesystem::ReadOnly);
+        assert_eq!(g.for_plugin("any", &ab).filesystem, Filesystem::ReadWrite);
     }
 
     #[test]

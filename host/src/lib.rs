@@ -14,6 +14,7 @@ pub mod cache;
 pub mod cancel;
 pub mod catalog;
 pub mod code_limits;
+pub mod compile_child;
 pub mod disk_budget;
 pub mod disk_guard;
 pub mod dispatch;

@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
 use wasm_mcp_host::audit::AuditLog;
 use wasm_mcp_host::cache::ComponentCache;
+use wasm_mcp_host::compile_child::{self, ChildCompiler};
 use wasm_mcp_host::disk_budget::{DiskLimits, Share};
 use wasm_mcp_host::grants::Grants;
 use wasm_mcp_host::http::{auth, HttpOptions};
@@ -109,6 +110,10 @@ enum Cmd {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Internal: compile the component on stdin for a server (TIER is
+    /// `baseline` or `optimized`), writing its code to OUT.
+    #[command(name = "compile-worker", hide = true)]
+    CompileWorker { tier: String, out: PathBuf },
     /// Turn a wasm32-wasip1 core module into a tool component (WASI
     /// preview1 adapter) or validate one: IN OUT [--adapter reactor|command]
     /// [--export NAME] [--list-imports] (`--export`: the export required
@@ -154,6 +159,13 @@ struct CommonArgs {
     /// Deadline of one plugin's `list-tools` at load/reload, in milliseconds.
     #[arg(long, default_value_t = 5_000)]
     load_timeout_ms: u64,
+    /// Deadline of compiling one plugin (in a child process, killed past
+    /// it), in milliseconds.
+    #[arg(long, default_value_t = compile_child::DEFAULT_COMPILE_TIMEOUT.as_millis() as u64)]
+    compile_timeout_ms: u64,
+    /// Address space of the child process compiling one plugin, in MiB.
+    #[arg(long, default_value_t = compile_child::DEFAULT_COMPILE_MEMORY_MB)]
+    compile_memory_mb: u64,
     /// Memory limit of one call in MiB: all its memories and tables together.
     #[arg(long, default_value_t = 256)]
     memory_mb: usize,
@@ -420,7 +432,12 @@ async fn open_registry(c: &CommonArgs, baseline_tier: bool) -> Result<Arc<Regist
     if let Some(dir) = &cache_dir {
         wasm_mcp_host::cache::check_outside(dir, &c.worktree)?;
     }
-    let cache = ComponentCache::new(cache_dir);
+    let compiler = ChildCompiler {
+        memory_bytes: c.compile_memory_mb << 20,
+        timeout: Duration::from_millis(c.compile_timeout_ms),
+        ..ChildCompiler::this_binary()?
+    };
+    let cache = ComponentCache::new(cache_dir).compiling_in(compiler);
     let trust = trust(c, &sandbox)?;
     Registry::open_trusted(sandbox, cache, &c.plugins, c.allow.clone(), trust).await
 }
@@ -519,6 +536,26 @@ fn sign_all(key: &Path, plugins: &[PathBuf]) -> Result<()> {
 
 // ---- end of trust ----
 
+/// Whether tools may write where the plugins are: a plugin dir inside a
+/// writable worktree (the authoring guide serves `--worktree .
+/// --plugins plugins`). Then the dir is not watched, and the log says why:
+/// a plugin writing there replaced another plugin, which a reload then
+/// published under that plugin's name and grant (a helper's find).
+fn writers_reach_plugins(c: &CommonArgs) -> bool {
+    let why = "tools can write";
+    let inside = !c.read_only
+        && wasm_mcp_host::operator_paths::outside_worktree(&c.plugins, &c.worktree, why).is_err();
+    if inside {
+        tracing::warn!(
+            plugins = %c.plugins.display(),
+            "the plugin dir is inside the writable worktree: not watched (no hot reload), \
+             so a tool writing there cannot replace a plugin while serving; keep plugins \
+             outside the worktree, or pin them (--locked), for the next start too"
+        );
+    }
+    inside
+}
+
 async fn serve(args: ServeArgs) -> Result<()> {
     // Options are checked (token readable, config valid) before plugins load.
     let http = args.http.http.map(|a| args.http.options(a)).transpose()?;
@@ -530,8 +567,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .with_max_response_bytes(args.max_response_bytes)
         .with_text_mirror_bytes(args.text_mirror_bytes)
         .with_progress_after(Duration::from_millis(args.progress_after_ms));
-    let watcher =
-        (args.watch_ms > 0).then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
+    let watch = args.watch_ms > 0 && !writers_reach_plugins(&args.common);
+    let watcher = watch.then(|| server.spawn_watcher(Duration::from_millis(args.watch_ms)));
     let result = match http {
         Some(opts) => wasm_mcp_host::http::serve(server, opts).await,
         None => {
@@ -596,6 +633,7 @@ async fn run() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Componentize { args } => return componentize::cli(&args),
+        Cmd::CompileWorker { tier, out } => compile_child::run_worker(&tier, &out),
         Cmd::New { name, lang, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             wasm_mcp_host::scaffold::new_project(&name, &lang, &dir).map(|files| {
@@ -618,7 +656,10 @@ async fn run() -> std::process::ExitCode {
             } else {
                 cache_dir.or_else(default_cache_dir)
             });
-            inspect(&plugin, json, cache).await
+            match ChildCompiler::this_binary() {
+                Ok(compiler) => inspect(&plugin, json, cache.compiling_in(compiler)).await,
+                Err(e) => Err(e),
+            }
         }
         Cmd::Serve(a) => serve(*a).await,
         Cmd::Tools(c) => {

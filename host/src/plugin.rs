@@ -320,12 +320,21 @@ pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 
 /// Reads the component file at `path`, refusing one over
 /// [`MAX_COMPONENT_BYTES`] before reading it; never reads more than that,
-/// even from a file that grows meanwhile or has no size (a device, a FIFO).
+/// even from a file that grows meanwhile. Opened without blocking and refused unless a regular file: a plugin file
+/// swapped for a FIFO between the directory scan and the open blocked the
+/// open, and with it every later reload, for good (a helper's find).
 pub fn read_component(path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let reading = || format!("reading {}", path.display());
-    let file = std::fs::File::open(path).with_context(reading)?;
-    let len = file.metadata().with_context(reading)?.len();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .with_context(reading)?;
+    let meta = file.metadata().with_context(reading)?;
+    anyhow::ensure!(meta.is_file(), "{}: not a regular file", path.display());
+    let len = meta.len();
     let too_large = || {
         anyhow::anyhow!(
             "{}: over {} MiB, the largest component this host reads",
@@ -870,5 +879,25 @@ fn classify_trap(e: wasmtime::Error, store: &Store<StoreState>, grant: &Grant) -
     match e.downcast_ref::<Trap>() {
         Some(trap) => CallError::Trap(trap.to_string()),
         None => CallError::Trap(head_chars(&e.root_cause().to_string(), 500).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A FIFO where a plugin file was is refused at once: opening it for
+    /// reading waited for a writer, and held every later reload with it.
+    #[test]
+    fn a_fifo_in_place_of_a_plugin_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("x.wasm");
+        let mode = rustix::fs::Mode::from_raw_mode(0o644);
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
+        let (done, read) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(read_component(&fifo).map(|_| ())));
+        let read = read.recv_timeout(std::time::Duration::from_secs(5));
+        let e = read.expect("reading the FIFO blocked").unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e:#}");
     }
 }

@@ -547,6 +547,19 @@ fn base_config() -> Config {
     cfg
 }
 
+/// An engine that compiles code `tier`'s engine can load (a compile
+/// child's: [`crate::compile_child`]): the same configuration, less the
+/// instance allocator, which compiled code does not depend on.
+pub fn compile_engine(tier: CodeTier) -> Result<Engine> {
+    let mut cfg = base_config();
+    if tier == CodeTier::Baseline {
+        cfg.strategy(wasmtime::Strategy::Winch);
+    }
+    Engine::new(&cfg)
+        .map_err(anyhow::Error::from)
+        .context("creating the compiler's engine")
+}
+
 /// The baseline tier's engine: Winch, with on-demand allocation (it runs
 /// only the calls made before Cranelift's code is ready, so it reserves no
 /// pool); the same limits apply (memory through the store's limiter, the

@@ -155,8 +155,25 @@ pub fn keygen(secret: &Path, public: &Path) -> Result<()> {
         .to_box(None)
         .map_err(|e| anyhow!("{e}"))?
         .into_string();
-    std::fs::write(public, pk).with_context(|| format!("writing {}", public.display()))?;
-    std::fs::write(secret, sk).with_context(|| format!("writing {}", secret.display()))
+    write_new(secret, &sk, 0o600)?;
+    write_new(public, &pk, 0o644)
+}
+
+/// Writes `text` to a new file at `path` with `mode`: an existing file (or
+/// symlink) is refused, not overwritten or written through. keygen wrote
+/// the secret key readable by everyone, and replaced an existing key
+/// without a word (a helper's find).
+fn write_new(path: &Path, text: &str, mode: u32) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let writing = || format!("writing {} (it must not exist yet)", path.display());
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .with_context(writing)?;
+    file.write_all(text.as_bytes()).with_context(writing)
 }
 
 /// Signs `plugin` with the (unencrypted) secret key file `secret`, writing
@@ -179,6 +196,27 @@ pub fn sign(plugin: &Path, secret: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The secret key is readable by its owner only, and keygen overwrites
+    /// nothing (nor writes through a symlink).
+    #[test]
+    fn keygen_keeps_the_secret_private_and_overwrites_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        keygen(&d.join("k.key"), &d.join("k.pub")).unwrap();
+        let mode = std::fs::metadata(d.join("k.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let before = std::fs::read(d.join("k.key")).unwrap();
+        assert!(keygen(&d.join("k.key"), &d.join("other.pub")).is_err());
+        assert_eq!(std::fs::read(d.join("k.key")).unwrap(), before);
+        std::os::unix::fs::symlink(d.join("target"), d.join("link.pub")).unwrap();
+        assert!(keygen(&d.join("new.key"), &d.join("link.pub")).is_err());
+        assert!(!d.join("target").exists());
+    }
 
     #[test]
     fn a_signature_verifies_only_for_its_bytes_and_its_key() {
