@@ -49,10 +49,17 @@ pub struct ChildCompiler {
 }
 
 impl ChildCompiler {
-    /// This process's own binary, with the default bounds.
+    /// This process's own binary, with the default bounds: on Linux the
+    /// running one (`/proc/self/exe`), even if its file was replaced since
+    /// (an upgrade while serving): a newer binary's code would not load.
     pub fn this_binary() -> Result<Self> {
+        let running = Path::new("/proc/self/exe");
+        let exe = match running.exists() {
+            true => running.to_path_buf(),
+            false => std::env::current_exe().context("finding this program's binary")?,
+        };
         Ok(ChildCompiler {
-            exe: std::env::current_exe().context("finding this program's binary")?,
+            exe,
             memory_bytes: DEFAULT_COMPILE_MEMORY_MB << 20,
             timeout: DEFAULT_COMPILE_TIMEOUT,
         })
