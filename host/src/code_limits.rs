@@ -38,6 +38,16 @@ pub const MAX_DECLARATION_BYTES: u64 = 4 << 20;
 /// sample has 7,831, the Python sample 5,756.
 pub const MAX_ELEMENT_ITEMS: u64 = 16_384;
 
+/// Instances one component may expand to, at most: wasmtime inlines every
+/// component it instantiates, so components nested 30 deep, each
+/// instantiating the one below twice, were 2^30 instances from 1.5 KB and
+/// took 3 GB in 6 s to compile (a helper's find; the compile child's
+/// memory bound stops it too, after seconds and gigabytes). Counted as an
+/// upper bound: a component's own core instances, plus, for each component
+/// it instantiates, the most any component defined before it expands to.
+/// The project's plugins expand to a few dozen.
+pub const MAX_INSTANCES: u64 = 10_000;
+
 /// What the component holds, as far as the limits look.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct CodeShape {
@@ -47,6 +57,8 @@ pub struct CodeShape {
     pub deepest_nesting: u32,
     pub declaration_bytes: u64,
     pub element_items: u64,
+    /// Instances it expands to, at most ([`MAX_INSTANCES`]).
+    pub instances: u64,
 }
 
 impl CodeShape {
@@ -54,7 +66,11 @@ impl CodeShape {
     /// part ends the scan: the compiler reports it.
     pub fn of(bytes: &[u8]) -> CodeShape {
         let mut shape = CodeShape::default();
+        let mut instances = Expansion::default();
         for payload in Parser::new(0).parse_all(bytes) {
+            if let Ok(payload) = &payload {
+                instances.note(payload);
+            }
             match payload {
                 Ok(Payload::CodeSectionStart { count, .. }) => {
                     shape.functions = shape.functions.saturating_add(count);
@@ -77,6 +93,7 @@ impl CodeShape {
                 Err(_) => break,
             }
         }
+        shape.instances = instances.largest;
         shape
     }
 
@@ -111,6 +128,12 @@ impl CodeShape {
                 self.element_items
             ));
         }
+        if self.instances > MAX_INSTANCES {
+            return Some(format!(
+                "nested components that expand to more than {MAX_INSTANCES} instances ({}): each instantiation is compiled inline",
+                self.instances
+            ));
+        }
         if self.declaration_bytes > MAX_DECLARATION_BYTES {
             return Some(format!(
                 "{} bytes of type and linking declarations, more than {MAX_DECLARATION_BYTES}",
@@ -118,6 +141,52 @@ impl CodeShape {
             ));
         }
         None
+    }
+}
+
+/// What the components seen so far expand to ([`MAX_INSTANCES`]).
+#[derive(Default)]
+struct Expansion {
+    /// The module or component being read, and those around it.
+    scopes: Vec<Scope>,
+    /// The most instances any component read to its end expands to.
+    largest: u64,
+}
+
+#[derive(Default)]
+struct Scope {
+    component: bool,
+    /// Core instances and component instantiations it declares itself.
+    core: u64,
+    instantiations: u64,
+}
+
+impl Expansion {
+    fn note(&mut self, payload: &Payload) {
+        match payload {
+            Payload::Version { encoding, .. } => self.scopes.push(Scope {
+                component: *encoding == wasmparser::Encoding::Component,
+                ..Scope::default()
+            }),
+            Payload::InstanceSection(s) => self.add(|scope| scope.core += u64::from(s.count())),
+            Payload::ComponentInstanceSection(s) => {
+                self.add(|scope| scope.instantiations += u64::from(s.count()))
+            }
+            Payload::End(_) => {
+                if let Some(done) = self.scopes.pop().filter(|s| s.component) {
+                    let inlined = done.instantiations.saturating_mul(self.largest.max(1));
+                    let expands = 1u64.saturating_add(done.core).saturating_add(inlined);
+                    self.largest = self.largest.max(expands);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn add(&mut self, count: impl FnOnce(&mut Scope)) {
+        if let Some(scope) = self.scopes.last_mut() {
+            count(scope);
+        }
     }
 }
 
@@ -206,6 +275,27 @@ mod tests {
         assert!(over.contains("16385 element segment items"), "{over}");
     }
 
+    /// Components nested 30 deep, each instantiating the one below twice,
+    /// are refused from their 1.5 KB; nested once, instantiated a few
+    /// times, they are not.
+    #[test]
+    fn nested_instantiations_are_bounded() {
+        let nested = |depth: usize, fan: usize| {
+            let mut c = "(core module $m) (core instance (instantiate $m))".to_string();
+            for _ in 0..depth {
+                let fan = "(instance (instantiate $c)) ".repeat(fan);
+                c = format!("(component $c {c}) {fan}");
+            }
+            CodeShape::of(&wat::parse_str(format!("(component {c})")).unwrap())
+        };
+        let bomb = nested(30, 2);
+        let why = bomb.refusal().unwrap();
+        assert!(why.contains("more than 10000 instances"), "{why}");
+        let composed = nested(2, 3);
+        assert!(composed.instances < 30, "{composed:?}");
+        assert_eq!(composed.refusal(), None);
+    }
+
     #[test]
     fn counts_functions_bodies_and_nesting() {
         let shape = CodeShape::of(&module(3, "(block (loop (nop)))"));
@@ -229,6 +319,7 @@ mod tests {
             eprintln!("{p}: {shape:?}");
             assert_eq!(shape.refusal(), None, "{p}: {shape:?}");
             assert!(shape.functions < MAX_FUNCTIONS / 4, "{p}: {shape:?}");
+            assert!(shape.instances < MAX_INSTANCES / 100, "{p}: {shape:?}");
         }
     }
 
