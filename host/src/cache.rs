@@ -145,12 +145,8 @@ impl ComponentCache {
                 .map_err(anyhow::Error::from)
                 .context("compiling component (baseline)");
         };
-        let out = scratch_file(self.dir.as_deref(), "baseline")?;
-        let compiled = child
-            .precompile(CodeTier::Baseline, bytes, &out)
-            .and_then(|()| map(baseline, &out).context("the compiler's output did not load"));
-        let _ = std::fs::remove_file(&out);
-        compiled.context("compiling component (baseline)")
+        self.compiled_by(child, CodeTier::Baseline, baseline, bytes, None)
+            .context("compiling component (baseline)")
     }
 
     fn entry(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
@@ -182,7 +178,12 @@ impl ComponentCache {
         // be), so a finished count means the entry is on disk.
         let _counted = self.compiles.enter(CodeTier::Optimized);
         if let Some(child) = &self.child {
-            return self.load_compiled_by(child, engine, bytes, entry.as_deref());
+            let compiled =
+                self.compiled_by(child, CodeTier::Optimized, engine, bytes, entry.as_deref());
+            return Ok((
+                compiled.context("compiling component")?,
+                CacheOutcome::Compiled,
+            ));
         }
         let compiled = engine
             .precompile_component(bytes)
@@ -210,43 +211,42 @@ impl ComponentCache {
 }
 
 impl ComponentCache {
-    /// [`ComponentCache::load`]'s compile, made by `child` into the cache
-    /// entry (written whole, then renamed into place) or, with no cache,
-    /// into a scratch file mapped and removed at once.
-    fn load_compiled_by(
+    /// `bytes` compiled for `tier` by `child` and mapped by `engine`: from
+    /// `entry` (the cache entry, the output renamed into place whole) or,
+    /// with none, from a scratch file removed once mapped.
+    fn compiled_by(
         &self,
         child: &ChildCompiler,
+        tier: CodeTier,
         engine: &Engine,
         bytes: &[u8],
         entry: Option<&Path>,
-    ) -> Result<(Component, CacheOutcome)> {
-        let out = scratch_file(self.dir.as_deref(), "optimized")?;
-        let made = child.precompile(CodeTier::Optimized, bytes, &out);
-        let placed = made.and_then(|()| match entry {
-            Some(entry) => std::fs::rename(&out, entry)
-                .map(|()| entry.to_path_buf())
-                .context("placing the cache entry"),
-            None => Ok(out.clone()),
-        });
+    ) -> Result<Component> {
+        let out = scratch_file(self.dir.as_deref(), tier)?;
+        let placed = child
+            .precompile(tier, bytes, &out)
+            .and_then(|()| match entry {
+                Some(entry) => std::fs::rename(&out, entry)
+                    .map(|()| entry.to_path_buf())
+                    .context("placing the cache entry"),
+                None => Ok(out.clone()),
+            });
         let component = placed
             .and_then(|path| map(engine, &path).context("the compiler's output did not load"));
         let _ = std::fs::remove_file(&out);
-        Ok((
-            component.context("compiling component")?,
-            CacheOutcome::Compiled,
-        ))
+        component
     }
 }
 
 /// A new file's path for a compile child's output: in the cache directory
 /// (then renamed into place on the same file system), else the system's
 /// temporary directory.
-fn scratch_file(dir: Option<&Path>, tier: &str) -> Result<PathBuf> {
+fn scratch_file(dir: Option<&Path>, tier: CodeTier) -> Result<PathBuf> {
     static N: AtomicUsize = AtomicUsize::new(0);
     let dir = dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let n = N.fetch_add(1, Ordering::Relaxed);
-    Ok(dir.join(format!(".compiling-{}-{n}-{tier}", std::process::id())))
+    Ok(dir.join(format!(".compiling-{}-{n}-{tier:?}", std::process::id())))
 }
 
 /// Refuses a cache directory inside `worktree`: a cache entry is native

@@ -188,23 +188,14 @@ impl GuardedFs<'_> {
             Descriptor::Dir(d) => Some(d.dir.clone()),
             Descriptor::File(_) => None,
         };
-        let counted = tokio::task::spawn_blocking(move || {
-            let Some(dir) = dir else {
-                return 0;
-            };
-            // The descriptor may be `O_PATH`: read a fresh one of it.
-            use rustix::fs::{openat, Dir, Mode, OFlags};
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-            let Ok(mut dir) = openat(&*dir, ".", flags, Mode::empty()).and_then(Dir::new) else {
-                return 0; // the listing itself reports why
-            };
-            let mut n = 0;
-            while let Some(Ok(_)) = dir.read() {
-                n += 1;
+        // Off the thread running calls, as the listing itself.
+        let counted = dir.map(|dir| tokio::task::spawn_blocking(move || count_entries(&dir)));
+        Ok(async move {
+            match counted {
+                Some(counted) => counted.await.unwrap_or(0),
+                None => 0,
             }
-            n
-        });
-        Ok(async { counted.await.unwrap_or(0) })
+        })
     }
 
     /// wasmtime-wasi's listing of `fd`, made on a blocking thread: it
@@ -684,6 +675,21 @@ impl HostDescriptor for GuardedFs<'_> {
     ) -> FsResult<types::MetadataHashValue> {
         self.fs.metadata_hash_at(fd, path_flags, path).await
     }
+}
+
+/// The entries of the directory `dir` (`getdents`, no `stat`).
+fn count_entries(dir: &std::fs::File) -> u64 {
+    // The descriptor may be `O_PATH`: read a fresh one of it.
+    use rustix::fs::{openat, Dir, Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let Ok(mut dir) = openat(dir, ".", flags, Mode::empty()).and_then(Dir::new) else {
+        return 0; // the listing itself reports why
+    };
+    let mut n = 0;
+    while let Some(Ok(_)) = dir.read() {
+        n += 1;
+    }
+    n
 }
 
 impl HostDirectoryEntryStream for GuardedFs<'_> {

@@ -8,6 +8,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+/// `path` opened for reading without blocking: a FIFO in place of a file
+/// the server reads (a plugin, its signature) opens at once instead of
+/// waiting for a writer, for the caller to refuse as not a regular file.
+pub fn open_without_blocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+}
+
 /// `path` as it will be written: symlinks followed (a dangling one to
 /// where it points), parts that do not exist yet taken as they are.
 pub fn resolve_new(path: &Path) -> Result<PathBuf> {

@@ -320,18 +320,14 @@ pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 
 /// Reads the component file at `path`, refusing one over
 /// [`MAX_COMPONENT_BYTES`] before reading it; never reads more than that,
-/// even from a file that grows meanwhile. Opened without blocking and refused unless a regular file: a plugin file
-/// swapped for a FIFO between the directory scan and the open blocked the
-/// open, and with it every later reload, for good (a helper's find).
+/// even from a file that grows meanwhile. Opened without blocking and
+/// refused unless a regular file: a plugin file swapped for a FIFO between
+/// the directory scan and the open blocked the open, and with it every
+/// later reload, for good (a helper's find).
 pub fn read_component(path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let reading = || format!("reading {}", path.display());
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .with_context(reading)?;
+    let file = crate::operator_paths::open_without_blocking(path).with_context(reading)?;
     let meta = file.metadata().with_context(reading)?;
     anyhow::ensure!(meta.is_file(), "{}: not a regular file", path.display());
     let len = meta.len();

@@ -29,13 +29,8 @@ pub const MAX_SIGNATURE_BYTES: u64 = 64 << 10;
 /// FIFO), larger than [`MAX_SIGNATURE_BYTES`], or not UTF-8.
 pub fn read_signature(plugin: &Path) -> Result<Option<String>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let path = signature_path(plugin);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(&path);
-    let file = match file {
+    let file = match crate::operator_paths::open_without_blocking(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => bail!("cannot open its signature file {}: {e}", path.display()),
