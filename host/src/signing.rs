@@ -150,25 +150,39 @@ pub fn keygen(secret: &Path, public: &Path) -> Result<()> {
         .to_box(None)
         .map_err(|e| anyhow!("{e}"))?
         .into_string();
-    write_new(secret, &sk, 0o600)?;
-    write_new(public, &pk, 0o644)
+    // Both files are made before either is written, and a failure leaves
+    // neither: a refused public path used to leave a new secret key behind.
+    let secret_file = create_new(secret, 0o600)?;
+    let public_file = create_new(public, 0o644).inspect_err(|_| {
+        let _ = std::fs::remove_file(secret);
+    })?;
+    let written =
+        write_all(secret_file, secret, &sk).and_then(|()| write_all(public_file, public, &pk));
+    if written.is_err() {
+        let _ = std::fs::remove_file(secret);
+        let _ = std::fs::remove_file(public);
+    }
+    written
 }
 
-/// Writes `text` to a new file at `path` with `mode`: an existing file (or
-/// symlink) is refused, not overwritten or written through. keygen wrote
-/// the secret key readable by everyone, and replaced an existing key
-/// without a word (a helper's find).
-fn write_new(path: &Path, text: &str, mode: u32) -> Result<()> {
-    use std::io::Write;
+/// Creates a new file at `path` with `mode`: an existing file (or symlink)
+/// is refused, not overwritten or written through. keygen wrote the secret
+/// key readable by everyone, and replaced an existing key without a word
+/// (a helper's find).
+fn create_new(path: &Path, mode: u32) -> Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let writing = || format!("writing {} (it must not exist yet)", path.display());
-    let mut file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(path)
-        .with_context(writing)?;
-    file.write_all(text.as_bytes()).with_context(writing)
+        .with_context(|| format!("creating {} (it must not exist yet)", path.display()))
+}
+
+fn write_all(mut file: std::fs::File, path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Signs `plugin` with the (unencrypted) secret key file `secret`, writing
@@ -211,6 +225,22 @@ mod tests {
         std::os::unix::fs::symlink(d.join("target"), d.join("link.pub")).unwrap();
         assert!(keygen(&d.join("new.key"), &d.join("link.pub")).is_err());
         assert!(!d.join("target").exists());
+    }
+
+    /// A refused public key path leaves no new secret key behind (and the
+    /// existing public key as it was).
+    #[test]
+    fn a_refused_keygen_leaves_no_key_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("taken.pub"), "theirs").unwrap();
+        let e = keygen(&d.join("new.key"), &d.join("taken.pub")).unwrap_err();
+        assert!(format!("{e:#}").contains("taken.pub"), "{e:#}");
+        assert!(!d.join("new.key").exists(), "a secret key was left behind");
+        assert_eq!(
+            std::fs::read_to_string(d.join("taken.pub")).unwrap(),
+            "theirs"
+        );
     }
 
     #[test]
