@@ -1125,3 +1125,33 @@ fn unreadable_requests_are_answered_by_their_id() {
     assert_eq!(s.request("ping", json!({}))["result"], json!({}));
     assert!(s.alive());
 }
+
+/// A client's strings reach the server's log only cut: rmcp's warning for
+/// an unknown method names it whole, and every error answer's warning its
+/// request id (one client's 4 MB strings wrote ~200 MB/s of log).
+#[test]
+fn a_client_s_long_strings_reach_the_log_cut() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, log) = Server::spawn_logged(wt.path(), plugins.path(), &[]);
+    let long = "m".repeat(1 << 20);
+    s.send_raw(
+        &json!({"jsonrpc": "2.0", "id": 900, "method": long, "params": with_meta(json!({}))})
+            .to_string(),
+    );
+    let unknown = s
+        .wait_response(900, Duration::from_secs(30))
+        .expect("answered");
+    assert_eq!(error_code(&unknown), -32601, "{unknown}");
+    let long_id = "i".repeat(1 << 20);
+    let call = json!({"name": "no_such_tool", "arguments": {}});
+    s.send_raw(&json!({"jsonrpc": "2.0", "id": long_id, "method": "tools/call", "params": with_meta(call)}).to_string());
+    let answered = s.next_message(Duration::from_secs(30)).expect("answered");
+    assert_eq!(answered["id"].as_str().map(str::len), Some(1 << 20));
+    s.close_input();
+    s.exit_within(Duration::from_secs(10))
+        .expect("exits at EOF");
+    let text = log.read();
+    assert!(text.len() < 64 * 1024, "log of {} bytes", text.len());
+    assert!(text.contains("bytes of this log line left out]"), "{text}");
+}

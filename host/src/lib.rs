@@ -22,6 +22,7 @@ pub mod grants;
 pub mod http;
 pub mod inspect;
 pub mod limits;
+pub mod log_lines;
 pub mod logpipe;
 pub mod operator_paths;
 pub mod params;

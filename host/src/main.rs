@@ -623,7 +623,7 @@ fn no_transparent_huge_pages() {
 
 async fn run() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(wasm_mcp_host::log_lines::CappedLines(std::io::stderr))
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WASM_MCP_LOG")
