@@ -1,15 +1,19 @@
 //! Progress of a `tools/call`, for clients that put a `progressToken` in
 //! the request's `_meta`: what the server actually knows, in order
-//! (queued for a slot — only when the call had to wait for one —, running,
-//! done), as `notifications/progress` on the request's own stream.
+//! (queued for a slot — only when the call had to wait for one —, running),
+//! as `notifications/progress` on the request's own stream; the response is
+//! the last step. No notification is sent for the end: the TypeScript SDK
+//! runs notification handlers a turn after responses, so an end reported
+//! just before the response (both in one read) reached it after its request
+//! was answered, and it reported an unknown progress token to the
+//! application (a helper's find).
 //!
 //! A call that ends within [`Progress`]'s `after` (default
 //! [`DEFAULT_PROGRESS_AFTER`]) is answered with no progress at all: each
 //! notification is a frame the client must read, and rmcp's client puts a
 //! token on every request, so a small call paid ~60 µs for a "running" and
 //! a "done" nobody could see (the bench's sequential section). A call that
-//! waits for a slot is reported at once; the end is reported only after a
-//! start was.
+//! waits for a slot is reported at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -22,7 +26,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::registry::CallStage;
 
-/// Steps reported, out of [`TOTAL`].
+/// Steps of a call: queued, running, and its response (not a notification).
 const TOTAL: f64 = 3.0;
 
 /// Longest `progressToken` a request may carry. Every notification of
@@ -42,7 +46,7 @@ pub struct Progress {
     tool: String,
     /// How long a running call goes unreported.
     after: Duration,
-    /// Something was sent: the end is reported too.
+    /// Something was sent (a call that waited is reported running at once).
     reported: AtomicBool,
 }
 
@@ -98,14 +102,6 @@ impl Progress {
                     self.send(2.0, format!("{}: running", self.tool)).await
                 }
             }
-        }
-    }
-
-    /// The last step: the call ended (`outcome` says how). Sent only when
-    /// an earlier step was.
-    pub async fn done(&self, outcome: &str) {
-        if self.reported() {
-            self.send(TOTAL, format!("{}: {outcome}", self.tool)).await;
         }
     }
 

@@ -90,11 +90,6 @@ impl Outcome {
         }
     }
 
-    /// How the call ended, in a word (for progress): `done` or the error kind.
-    pub fn summary(&self) -> &'static str {
-        self.kind().map_or("done", ErrorKind::as_str)
-    }
-
     /// The error's own message, `None` for a successful call.
     pub fn error_message(&self) -> Option<String> {
         match self {

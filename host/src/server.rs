@@ -277,9 +277,6 @@ impl McpServer {
                 Some(json!({"name": shown})),
             ));
         };
-        if let Some(p) = &progress {
-            p.done(outcome.summary()).await;
-        }
         let kind = outcome.kind();
         let (result, hint) = tool_result(&name, outcome, self.text_mirror_bytes, &context.id);
         let mut result = fit_response(result, hint, &context.id, &name, self.max_response_bytes);
