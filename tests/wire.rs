@@ -277,6 +277,7 @@ fn assert_checked_off_the_executor(s: &mut Server, tool: &str, value: &Value) {
     let schema = wasm_mcp_protocol::CheckedSchema::compile(
         &listed["outputSchema"],
         &wasm_mcp_protocol::SchemaLimits::default(),
+        wasm_mcp_protocol::SchemaUse::Results,
     )
     .unwrap();
     let v = wasm_mcp_protocol::Validation::shared();

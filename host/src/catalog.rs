@@ -11,7 +11,8 @@ use serde_json::{Map, Value};
 use wasm_mcp_protocol::text::{display_clipped, SHOWN_TEXT_BYTES};
 use wasm_mcp_protocol::{
     cap_description, check_schema_text, parse_object_schema, quoted_name, shown_name,
-    valid_tool_name, CheckedSchema, SchemaBudget, SchemaError, SchemaLimits, TOOL_NAME_RULE,
+    valid_tool_name, CheckedSchema, SchemaBudget, SchemaError, SchemaLimits, SchemaUse,
+    TOOL_NAME_RULE,
 };
 
 use crate::grants::Filesystem;
@@ -134,17 +135,23 @@ impl PluginTools {
 /// its regular expressions charged to `regexes`.
 fn load_schema(
     text: &str,
-    what: &str,
+    schema_use: SchemaUse,
     budget: &mut SchemaBudget,
 ) -> Result<(Map<String, Value>, Arc<CheckedSchema>)> {
+    let what = match schema_use {
+        SchemaUse::Arguments => "input-schema",
+        SchemaUse::Results => "output-schema",
+    };
     let limits = SchemaLimits::default();
     check_schema_text(text, &limits).with_context(|| format!("{what} refused"))?;
     let obj = parse_object_schema(text, what)?;
     let schema = Value::Object(obj.clone());
-    let checked = CheckedSchema::compile_within(&schema, &limits, budget).map_err(|e| match e {
-        SchemaError::Limit(_) => anyhow::anyhow!("{what} refused: {e}"),
-        SchemaError::Invalid(_) => anyhow::anyhow!("{what} is {e}"),
-    })?;
+    let checked = CheckedSchema::compile_within(&schema, &limits, schema_use, budget).map_err(
+        |e| match e {
+            SchemaError::Limit(_) => anyhow::anyhow!("{what} refused: {e}"),
+            SchemaError::Invalid(_) => anyhow::anyhow!("{what} is {e}"),
+        },
+    )?;
     Ok((obj, Arc::new(checked)))
 }
 
@@ -158,10 +165,10 @@ fn check_title(title: Option<&str>) -> Result<()> {
 
 fn build_tool(raw: &RawTool, plugin: &Plugin, budget: &mut SchemaBudget) -> Result<BuiltTool> {
     check_title(raw.title.as_deref())?;
-    let (input_schema, input) = load_schema(&raw.input_schema, "input-schema", budget)?;
+    let (input_schema, input) = load_schema(&raw.input_schema, SchemaUse::Arguments, budget)?;
     let (output_schema, output) = match &raw.output_schema {
         Some(text) => {
-            let (obj, v) = load_schema(text, "output-schema", budget)?;
+            let (obj, v) = load_schema(text, SchemaUse::Results, budget)?;
             (Some(obj), Some(v))
         }
         None => (None, None),
@@ -463,7 +470,7 @@ mod tests {
             patterns: 0,
             weight: 0,
         };
-        let e = load_schema(&huge, "input-schema", &mut empty())
+        let e = load_schema(&huge, SchemaUse::Arguments, &mut empty())
             .err()
             .unwrap();
         assert!(
@@ -471,7 +478,7 @@ mod tests {
             "{e:#}"
         );
         let cyclic = r##"{"type":"object","properties":{"x":{"$ref":"#"}}}"##;
-        let e = load_schema(cyclic, "output-schema", &mut empty())
+        let e = load_schema(cyclic, SchemaUse::Results, &mut empty())
             .err()
             .unwrap();
         assert!(
@@ -479,7 +486,21 @@ mod tests {
                 .contains("output-schema refused: `$ref` cycle"),
             "{e}"
         );
-        assert!(load_schema(r#"{"type":"object"}"#, "input-schema", &mut empty()).is_ok());
+        assert!(load_schema(r#"{"type":"object"}"#, SchemaUse::Arguments, &mut empty()).is_ok());
+    }
+
+    /// A result is checked as the SDKs check it again (floating-point
+    /// `multipleOf`); arguments by the exact rule.
+    #[test]
+    fn results_meet_the_clients_multiple_of() {
+        let text = r#"{"type":"object","properties":{"price":{"multipleOf":0.01}}}"#;
+        let value = serde_json::json!({"price": 19.99});
+        let (_, results) =
+            load_schema(text, SchemaUse::Results, &mut { SchemaBudget::UNLIMITED }).unwrap();
+        let (_, arguments) =
+            load_schema(text, SchemaUse::Arguments, &mut { SchemaBudget::UNLIMITED }).unwrap();
+        assert!(!results.is_valid(&value));
+        assert!(arguments.is_valid(&value));
     }
 
     /// A schema of `n` properties, each with its own `pattern`.
@@ -508,15 +529,17 @@ mod tests {
         let text = serde_json::json!({"type": "object", "properties": props}).to_string();
         let mut left = SCHEMA_BUDGET_PER_PLUGIN;
         for _ in 0..6 {
-            load_schema(&text, "input-schema", &mut left).unwrap();
+            load_schema(&text, SchemaUse::Arguments, &mut left).unwrap();
         }
         assert_eq!(left.subschemas, 10_000 - 6 * 1601);
-        let e = load_schema(&text, "input-schema", &mut left).err().unwrap();
+        let e = load_schema(&text, SchemaUse::Arguments, &mut left)
+            .err()
+            .unwrap();
         assert!(
             format!("{e:#}").contains("1601 subschemas, over the 394 left"),
             "{e:#}"
         );
-        load_schema(r#"{"type":"object"}"#, "input-schema", &mut left).unwrap();
+        load_schema(r#"{"type":"object"}"#, SchemaUse::Arguments, &mut left).unwrap();
         assert_eq!(left.subschemas, 393);
     }
 
@@ -528,10 +551,12 @@ mod tests {
         let text = patterned(40, "^a+$");
         let mut left = SCHEMA_BUDGET_PER_PLUGIN;
         for _ in 0..6 {
-            load_schema(&text, "input-schema", &mut left).unwrap();
+            load_schema(&text, SchemaUse::Arguments, &mut left).unwrap();
         }
         assert_eq!(left.patterns, SCHEMA_BUDGET_PER_PLUGIN.patterns - 240);
-        let e = load_schema(&text, "input-schema", &mut left).err().unwrap();
+        let e = load_schema(&text, SchemaUse::Arguments, &mut left)
+            .err()
+            .unwrap();
         assert!(
             format!("{e:#}").contains("40 regular expressions")
                 && e.to_string().contains("16 regexes of weight"),
@@ -539,9 +564,13 @@ mod tests {
         );
         // 64 in one schema is the most; 65 is refused whatever the budget.
         let mut unbudgeted = SchemaBudget::UNLIMITED;
-        let e = load_schema(&patterned(65, "^a+$"), "input-schema", &mut unbudgeted)
-            .err()
-            .unwrap();
+        let e = load_schema(
+            &patterned(65, "^a+$"),
+            SchemaUse::Arguments,
+            &mut unbudgeted,
+        )
+        .err()
+        .unwrap();
         assert!(
             format!("{e:#}").contains("more than 64 regular expressions"),
             "{e:#}"

@@ -5,6 +5,7 @@ use std::ops::Deref;
 
 use serde_json::Value;
 
+use crate::schema::SchemaUse;
 use crate::schema_limits::{check_schema, SchemaBudget, SchemaLimitError, SchemaLimits};
 
 /// Why a schema could not be used.
@@ -33,9 +34,13 @@ pub struct CheckedSchema {
 
 impl CheckedSchema {
     /// Check the limits, then compile (no remote reference is ever fetched).
-    pub fn compile(schema: &Value, limits: &SchemaLimits) -> Result<Self, SchemaError> {
+    pub fn compile(
+        schema: &Value,
+        limits: &SchemaLimits,
+        schema_use: SchemaUse,
+    ) -> Result<Self, SchemaError> {
         let mut unbudgeted = SchemaBudget::UNLIMITED;
-        Self::compile_within(schema, limits, &mut unbudgeted)
+        Self::compile_within(schema, limits, schema_use, &mut unbudgeted)
     }
 
     /// [`CheckedSchema::compile`], its regular expressions charged to
@@ -44,6 +49,7 @@ impl CheckedSchema {
     pub fn compile_within(
         schema: &Value,
         limits: &SchemaLimits,
+        schema_use: SchemaUse,
         budget: &mut SchemaBudget,
     ) -> Result<Self, SchemaError> {
         // Weighed within what is left of the budget: an exhausted budget
@@ -59,7 +65,8 @@ impl CheckedSchema {
             Err(e) => return Err(e.into()),
         };
         budget.charge(&stats)?;
-        let validator = crate::schema::compile_value(schema).map_err(SchemaError::Invalid)?;
+        let validator =
+            crate::schema::compile_value(schema, schema_use).map_err(SchemaError::Invalid)?;
         Ok(CheckedSchema {
             validator,
             expanded: stats.expanded,
@@ -266,18 +273,18 @@ mod tests {
     fn compile_checks_limits_then_schema() {
         let chain = crate::schema_limits::tests::ref_chain(40);
         assert!(matches!(
-            CheckedSchema::compile(&chain, &SchemaLimits::default()),
+            CheckedSchema::compile(&chain, &SchemaLimits::default(), SchemaUse::Results),
             Err(SchemaError::Limit(
                 SchemaLimitError::ExpansionTooLarge { .. }
             ))
         ));
         let bad = json!({"type": "object", "properties": {"a": {"type": "nope"}}});
-        let err = CheckedSchema::compile(&bad, &SchemaLimits::default())
+        let err = CheckedSchema::compile(&bad, &SchemaLimits::default(), SchemaUse::Results)
             .err()
             .unwrap();
         assert!(err.to_string().contains("not a valid JSON Schema"), "{err}");
         let ok = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
-        let s = CheckedSchema::compile(&ok, &SchemaLimits::default()).unwrap();
+        let s = CheckedSchema::compile(&ok, &SchemaLimits::default(), SchemaUse::Results).unwrap();
         assert!(s.is_valid(&json!({"a": 1})));
         assert_eq!(s.expanded(), 2);
         assert_eq!(s.cost(&json!({"a": [1, 2]}), 1000), 2 * 4);
@@ -293,7 +300,8 @@ mod tests {
         let checks: Vec<Value> = (0..490).map(|_| json!({"format": "email"})).collect();
         let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#",
             "type": "object", "properties": {"a": {"allOf": checks}}});
-        let s = CheckedSchema::compile(&schema, &SchemaLimits::default()).unwrap();
+        let s =
+            CheckedSchema::compile(&schema, &SchemaLimits::default(), SchemaUse::Results).unwrap();
         let small = json!({"a": "x@y.z"});
         assert_eq!(s.cost(&small, u64::MAX), 2 * s.expanded());
         let long = json!({"a": "a".repeat(4 << 20)});
@@ -315,7 +323,9 @@ mod tests {
     /// any depth; property names are priced by length either way.
     #[test]
     fn strings_are_priced_by_length_only_where_a_keyword_reads_them() {
-        let compile = |s: Value| CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap();
+        let compile = |s: Value| {
+            CheckedSchema::compile(&s, &SchemaLimits::default(), SchemaUse::Results).unwrap()
+        };
         let long = json!({"content": "a".repeat(4 << 20), "n": 3});
         let plain = compile(json!({"type": "object", "properties": {
             "content": {"type": "string"},
@@ -360,15 +370,18 @@ mod tests {
                 "https://json-schema.org/draft/2020-12/schema",
             ] {
                 let schema = json!({"$schema": draft, "format": format});
-                let v = crate::schema::compile_value(&schema).unwrap();
+                let v = crate::schema::compile_value(&schema, SchemaUse::Arguments).unwrap();
                 assert!(
                     v.is_valid(&json!("not a number at all")),
                     "{draft} {format}"
                 );
             }
         }
-        let email = crate::schema::compile_value(&json!({
-            "$schema": "http://json-schema.org/draft-07/schema#", "format": "email"}))
+        let email = crate::schema::compile_value(
+            &json!({
+            "$schema": "http://json-schema.org/draft-07/schema#", "format": "email"}),
+            SchemaUse::Arguments,
+        )
         .unwrap();
         assert!(
             !email.is_valid(&json!("not an email")),

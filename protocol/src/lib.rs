@@ -10,6 +10,7 @@ pub mod checked_schema;
 pub mod cursor;
 pub mod errors;
 pub mod json_values;
+pub mod multiple_of;
 pub mod names;
 pub mod schema;
 pub mod schema_limits;
@@ -25,7 +26,7 @@ pub use errors::{ErrorKind, CALL_ID_META, ERROR_KIND_META};
 pub use json_values::{json_values, parsed_bytes};
 pub use names::{quoted_name, shown_name, valid_tool_name, TOOL_NAME_RULE};
 pub use schema::{
-    compile_schema, compile_value, is_object_schema, parse_object_schema, MissingType,
+    compile_schema, compile_value, is_object_schema, parse_object_schema, MissingType, SchemaUse,
 };
 pub use schema_limits::{
     check_schema, check_schema_text, SchemaBudget, SchemaLimitError, SchemaLimits,

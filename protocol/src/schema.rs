@@ -42,9 +42,22 @@ pub fn parse_object_schema(text: &str, what: &str) -> Result<Map<String, Value>>
     Ok(obj)
 }
 
+/// What a schema checks: a tool's arguments (its input schema) or its
+/// results (its output schema). One rule differs: results are checked as
+/// MCP clients check them again ([`crate::multiple_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaUse {
+    Arguments,
+    Results,
+}
+
 /// Compile a JSON Schema (no remote references are resolved).
-pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema::Validator> {
-    compile_value(&Value::Object(obj.clone()))
+pub fn compile_schema(
+    obj: &Map<String, Value>,
+    what: &str,
+    schema_use: SchemaUse,
+) -> Result<jsonschema::Validator> {
+    compile_value(&Value::Object(obj.clone()), schema_use)
         .map_err(|e| anyhow::anyhow!("{what} is {}", crate::SchemaError::Invalid(e)))
 }
 
@@ -52,7 +65,10 @@ pub fn compile_schema(obj: &Map<String, Value>, what: &str) -> Result<jsonschema
 /// regex is bounded by [`PATTERN_SIZE_LIMIT`](crate::schema_limits::PATTERN_SIZE_LIMIT)
 /// (its weight is bounded before, by `check_schema`), and values of the
 /// `regex` format by [`is_regex_format`](crate::schema_regex::is_regex_format).
-pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
+pub fn compile_value(
+    schema: &Value,
+    schema_use: SchemaUse,
+) -> Result<jsonschema::Validator, String> {
     // The regex crate alone: its matching is linear in the string, where
     // fancy-regex's lookarounds and backreferences backtrack (quadratic:
     // `(?=(a+))\1b` took 11 s on 64 KiB). `schema_regex` refuses those
@@ -62,9 +78,16 @@ pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
     let patterns = jsonschema::PatternOptions::regex()
         .size_limit(crate::schema_limits::PATTERN_SIZE_LIMIT)
         .dfa_size_limit(2 * crate::schema_regex::MATCH_DFA_BYTES);
-    jsonschema::options()
+    let options = jsonschema::options()
         .with_pattern_options(patterns)
-        .with_format("regex", crate::schema_regex::is_regex_format)
+        .with_format("regex", crate::schema_regex::is_regex_format);
+    let options = match schema_use {
+        SchemaUse::Arguments => options,
+        SchemaUse::Results => {
+            options.with_keyword("multipleOf", crate::multiple_of::clients_multiple_of)
+        }
+    };
+    options
         .build(schema)
         .map_err(|e| crate::validate::describe(&e))
 }
@@ -76,7 +99,7 @@ pub fn compile_value(schema: &Value) -> Result<jsonschema::Validator, String> {
 pub fn warm_up_in_background() {
     std::thread::spawn(|| {
         let probe = serde_json::json!({"type": "object", "properties": {"a": {"type": "string"}}});
-        let _ = compile_value(&probe);
+        let _ = compile_value(&probe, SchemaUse::Arguments);
     });
 }
 
@@ -96,7 +119,7 @@ mod tests {
             "s",
         )
         .unwrap();
-        assert!(compile_schema(&bad, "s").is_err());
+        assert!(compile_schema(&bad, "s", SchemaUse::Arguments).is_err());
     }
 
     #[test]

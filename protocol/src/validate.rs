@@ -61,7 +61,7 @@ mod tests {
             "s",
         )
         .unwrap();
-        let v = compile_schema(&schema, "s").unwrap();
+        let v = compile_schema(&schema, "s", crate::SchemaUse::Results).unwrap();
         assert!(validate(&v, &json!({"n": 3})).is_ok());
         // Two errors; the first is reported, with where it is.
         let e = validate(&v, &json!({"n": 0, "extra": 1})).unwrap_err();
@@ -98,7 +98,7 @@ mod tests {
         let names: Vec<String> = (0..9000).map(|i| i.to_string()).collect();
         let schema = serde_json::json!({"type": "object", "properties": {
             "a": {"type": "array", "items": {"required": names}}}});
-        let v = crate::schema::compile_value(&schema).unwrap();
+        let v = crate::schema::compile_value(&schema, crate::SchemaUse::Arguments).unwrap();
         let value = json!({"a": vec![json!({}); 330]});
         let started = std::time::Instant::now();
         let e = validate(&v, &value).unwrap_err();

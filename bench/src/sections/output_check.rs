@@ -15,7 +15,9 @@ use wasm_mcp_host::cache::ComponentCache;
 use wasm_mcp_host::plugin::Plugin;
 use wasm_mcp_host::sandbox::{EngineOptions, FsAccess, Sandbox};
 use wasm_mcp_host::Limits;
-use wasm_mcp_protocol::{CheckedSchema, Lane, SchemaLimits, Validation, ValidationBudget};
+use wasm_mcp_protocol::{
+    CheckedSchema, Lane, SchemaLimits, SchemaUse, Validation, ValidationBudget,
+};
 
 use crate::fixture::FileCase;
 use crate::setup::Bench;
@@ -82,7 +84,7 @@ fn read_file_output_schema(plugin: &Plugin) -> Result<Arc<CheckedSchema>> {
         .as_deref()
         .context("read_file declares no output schema")?;
     let schema = serde_json::from_str(text)?;
-    let checked = CheckedSchema::compile(&schema, &SchemaLimits::default())?;
+    let checked = CheckedSchema::compile(&schema, &SchemaLimits::default(), SchemaUse::Results)?;
     Ok(Arc::new(checked))
 }
 

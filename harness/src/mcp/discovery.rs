@@ -14,7 +14,7 @@ use crate::run::policy::ServerPolicy;
 use crate::tools::faults::CallFault;
 use crate::tools::naming::{local_name, Binding};
 use crate::tools::tool::Tool;
-use wasm_mcp_protocol::{CheckedSchema, SchemaBudget, SchemaLimits};
+use wasm_mcp_protocol::{CheckedSchema, SchemaBudget, SchemaLimits, SchemaUse};
 
 pub const MAX_PAGES: usize = 100;
 pub const MAX_TOOLS: usize = 1000;
@@ -263,13 +263,13 @@ fn build_tool(
     if !is_object_schema(&t.input_schema) {
         return Err(DiscoveryError::NonObjectInputSchema { tool: t.name });
     }
-    let input_validator = compile_schema(&t.name, "input", &t.input_schema, budget)?;
+    let input_validator = compile_schema(&t.name, SchemaUse::Arguments, &t.input_schema, budget)?;
     let output_validator = match &t.output_schema {
         None | Some(Value::Null) => None,
         Some(s) if !is_object_schema(s) => {
             return Err(DiscoveryError::NonObjectOutputSchema { tool: t.name })
         }
-        Some(s) => Some(compile_schema(&t.name, "output", s, budget)?),
+        Some(s) => Some(compile_schema(&t.name, SchemaUse::Results, s, budget)?),
     };
     let description = wasm_mcp_protocol::cap_description(
         t.description
@@ -298,11 +298,15 @@ fn build_tool(
 /// charged to `regexes`, the server's budget.
 fn compile_schema(
     tool: &str,
-    which: &'static str,
+    schema_use: SchemaUse,
     schema: &Value,
     budget: &mut SchemaBudget,
 ) -> Result<Arc<CheckedSchema>, DiscoveryError> {
-    CheckedSchema::compile_within(schema, &SchemaLimits::default(), budget)
+    let which = match schema_use {
+        SchemaUse::Arguments => "input",
+        SchemaUse::Results => "output",
+    };
+    CheckedSchema::compile_within(schema, &SchemaLimits::default(), schema_use, budget)
         .map(Arc::new)
         .map_err(|e| DiscoveryError::InvalidSchema {
             tool: tool.into(),

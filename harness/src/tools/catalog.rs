@@ -128,7 +128,12 @@ mod tests {
             }),
             description: String::new(),
             input_validator: Some(Arc::new(
-                wasm_mcp_protocol::CheckedSchema::compile(&schema, &Default::default()).unwrap(),
+                wasm_mcp_protocol::CheckedSchema::compile(
+                    &schema,
+                    &Default::default(),
+                    wasm_mcp_protocol::SchemaUse::Results,
+                )
+                .unwrap(),
             )),
             input_schema: schema,
             output_schema: None,

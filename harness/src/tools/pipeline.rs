@@ -609,7 +609,14 @@ mod tests {
     use std::sync::Mutex;
 
     fn checked(schema: &Value) -> Arc<CheckedSchema> {
-        Arc::new(CheckedSchema::compile(schema, &Default::default()).unwrap())
+        Arc::new(
+            CheckedSchema::compile(
+                schema,
+                &Default::default(),
+                wasm_mcp_protocol::SchemaUse::Results,
+            )
+            .unwrap(),
+        )
     }
 
     struct Recorder {

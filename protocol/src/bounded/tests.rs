@@ -19,7 +19,9 @@ fn slow_schema() -> Arc<CheckedSchema> {
     let s = json!({"type": "object",
         "properties": {"xs": {"type": "array", "items": {"$ref": "#/$defs/a0"}}},
         "$defs": defs});
-    Arc::new(CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap())
+    Arc::new(
+        CheckedSchema::compile(&s, &SchemaLimits::default(), crate::SchemaUse::Results).unwrap(),
+    )
 }
 
 /// A budget of `ms` for each step, explaining at any price.
@@ -84,7 +86,9 @@ async fn too_costly_is_refused_without_running() {
 #[tokio::test]
 async fn cheap_and_off_thread_validations_give_the_same_answers() {
     let s = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
-    let schema = Arc::new(CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap());
+    let schema = Arc::new(
+        CheckedSchema::compile(&s, &SchemaLimits::default(), crate::SchemaUse::Results).unwrap(),
+    );
     for inline_cost in [u64::MAX / 2, 0] {
         let v = Validation::new(ValidationBudget {
             inline_cost,
@@ -129,7 +133,9 @@ async fn cheap_and_off_thread_validations_give_the_same_answers() {
 async fn overrun_result_check_is_a_clear_contract_message() {
     let passes: Vec<Value> = (0..30).map(|_| json!({"pattern": "^a*$"})).collect();
     let s = json!({"type": "object", "properties": {"s": {"allOf": passes}}});
-    let schema = Arc::new(CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap());
+    let schema = Arc::new(
+        CheckedSchema::compile(&s, &SchemaLimits::default(), crate::SchemaUse::Results).unwrap(),
+    );
     let text = json!({"s": "a".repeat(7 << 19)}).to_string();
     let v = budget(1);
     let price = v.cost(&schema, &serde_json::from_str(&text).unwrap());
@@ -157,7 +163,9 @@ async fn overrun_result_check_is_a_clear_contract_message() {
 async fn a_failure_is_explained_only_within_its_own_price() {
     let branches: Vec<Value> = (0..490).map(|_| json!({"type": "integer"})).collect();
     let s = json!({"type": "object", "properties": {"a": {"anyOf": branches}}});
-    let schema = Arc::new(CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap());
+    let schema = Arc::new(
+        CheckedSchema::compile(&s, &SchemaLimits::default(), crate::SchemaUse::Results).unwrap(),
+    );
     let v = Validation::shared();
     let long = json!({"a": "a".repeat(4 << 20)});
     assert!(v.cost(&schema, &long) <= v.budget().inline_cost);
@@ -192,7 +200,9 @@ async fn a_failure_is_explained_only_within_its_own_price() {
 #[test]
 fn fractional_multiple_of_is_priced_by_its_weight() {
     use crate::schema_limits::FRACTIONAL_MULTIPLE_OF_WEIGHT;
-    let compile = |s: Value| CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap();
+    let compile = |s: Value| {
+        CheckedSchema::compile(&s, &SchemaLimits::default(), crate::SchemaUse::Results).unwrap()
+    };
     let whole = compile(json!({"type": "array", "items": {"multipleOf": 3}}));
     let fraction = compile(json!({"type": "array", "items": {"multipleOf": 0.1}}));
     assert_eq!(whole.expanded(), 2);
@@ -212,7 +222,8 @@ fn long_enums_weigh_by_their_length() {
     use crate::schema_limits::LITERAL_NODES_PER_WEIGHT;
     let options: Vec<Value> = (0..32_000).map(|_| json!(0)).chain([json!(1.5)]).collect();
     let s = json!({"type": "object", "additionalProperties": {"enum": options}});
-    let schema = CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap();
+    let schema =
+        CheckedSchema::compile(&s, &SchemaLimits::default(), crate::SchemaUse::Results).unwrap();
     assert_eq!(schema.expanded(), 1 + 1 + 32_002 / LITERAL_NODES_PER_WEIGHT);
     let value: Map<String, Value> = (0..499).map(|i| (i.to_string(), json!(1.5))).collect();
     let budget = ValidationBudget::default();
@@ -228,7 +239,8 @@ fn long_enums_weigh_by_their_length() {
 fn unique_items_are_priced_by_the_pairs_they_compare() {
     let s = json!({"type": "object",
         "properties": {"a": {"type": "array", "uniqueItems": true}}});
-    let schema = CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap();
+    let schema =
+        CheckedSchema::compile(&s, &SchemaLimits::default(), crate::SchemaUse::Results).unwrap();
     let budget = ValidationBudget::default();
     let colliding: Vec<Value> = (0..40_000u64)
         .map(|i| json!([(1u64 << 63) + i % 1000, (1u64 << 63) + i / 1000]))
@@ -241,7 +253,8 @@ fn unique_items_are_priced_by_the_pairs_they_compare() {
     assert!(price < budget.max_cost / 50, "{price}");
     // Without `uniqueItems` the same arrays are priced by their nodes only.
     let plain = json!({"type": "object", "properties": {"a": {"type": "array"}}});
-    let plain = CheckedSchema::compile(&plain, &SchemaLimits::default()).unwrap();
+    let plain = CheckedSchema::compile(&plain, &SchemaLimits::default(), crate::SchemaUse::Results)
+        .unwrap();
     assert!(plain.cost(&attack, budget.max_cost) < budget.max_cost);
 }
 
@@ -259,7 +272,10 @@ async fn name_lists_count_when_a_failure_is_explained() {
         json!({"anyOf": [{"items": {"dependentRequired": {"x": names}}}]}),
     ] {
         let s = json!({"type": "object", "properties": {"a": keyword}});
-        let schema = Arc::new(CheckedSchema::compile(&s, &SchemaLimits::default()).unwrap());
+        let schema = Arc::new(
+            CheckedSchema::compile(&s, &SchemaLimits::default(), crate::SchemaUse::Results)
+                .unwrap(),
+        );
         let value = json!({"a": vec![json!({"x": 0}); 160]});
         let v = Validation::shared();
         // Cheap to check (about 1,000 to 2,000 units).

@@ -157,16 +157,19 @@ fn size_is_measured_after_reserialization() {
 #[test]
 fn regexes_are_counted_and_bounded() {
     let huge = json!({"type": "object", "properties": {"a": {"pattern": "[\\s\\S]{10000}"}}});
-    let e = crate::schema::compile_value(&huge).unwrap_err();
+    let e = crate::schema::compile_value(&huge, crate::SchemaUse::Arguments).unwrap_err();
     assert!(e.contains("is not a \"regex\""), "{e}");
     let unicode =
         json!({"type": "object", "properties": {"a": {"pattern": "^[\\p{L}\\p{N}_-]{1,64}$"}}});
-    assert!(crate::schema::compile_value(&unicode).is_ok());
+    assert!(crate::schema::compile_value(&unicode, crate::SchemaUse::Arguments).is_ok());
     // The engine is the regex crate alone: no backtracking construct
     // compiles, checked or not.
     for p in [r"(?=(a+))\1b", r"(?<=a.*)x", r"^(?=.*\d)\w+$"] {
         let s = json!({"type": "object", "properties": {"a": {"pattern": p}}});
-        assert!(crate::schema::compile_value(&s).is_err(), "{p}");
+        assert!(
+            crate::schema::compile_value(&s, crate::SchemaUse::Arguments).is_err(),
+            "{p}"
+        );
     }
     let named = json!({
         "type": "object",
@@ -258,7 +261,7 @@ fn a_budget_refuses_without_taking() {
 fn regex_format_values_are_bounded() {
     let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#",
         "type": "object", "properties": {"r": {"type": "string", "format": "regex"}}});
-    let v = crate::compile_value(&schema).unwrap();
+    let v = crate::compile_value(&schema, crate::SchemaUse::Arguments).unwrap();
     assert!(v.is_valid(&json!({"r": "^(?<a>x)+$"})));
     assert!(!v.is_valid(&json!({"r": "("})));
     let groups: String = (0..1000).map(|i| format!("(?<g{i}>x)")).collect();
