@@ -1122,3 +1122,48 @@ async fn a_malformed_chunked_body_is_400() {
     let r = post_authed(&client(), &s.url, &list_body()).await;
     assert_eq!(r.status(), 200);
 }
+
+/// A session's request keeps its in-flight slot while it runs, also after
+/// its client closed the POST: rmcp's session worker goes on running it
+/// (a disconnection is not a cancellation), and with the slot freed at the
+/// close one client ran 16 calls at once past `--max-in-flight 2` and
+/// queued 30,000 (a helper's find).
+#[tokio::test]
+async fn a_session_call_keeps_its_slot_after_its_post_is_closed() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let s = token_server(
+        wt.path(),
+        plugins.path(),
+        &["--max-in-flight", "2", "--timeout-ms", "4000"],
+    );
+    let (sid, _) = open_session(&client(), &s.url).await;
+    let mut statuses = Vec::new();
+    for id in 100..104 {
+        // A client of its own for each, so that dropping the response
+        // closes its connection.
+        let c = client();
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "sleep_forever", "arguments": {}}});
+        let r = in_session(&c, &s.url, &sid, &call).send().await.unwrap();
+        statuses.push(r.status().as_u16());
+        drop((r, c));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(statuses, [200, 200, 503, 503], "the closed calls' slots");
+    let c = client();
+    let r = post_authed(&c, &s.url, &list_body()).await;
+    assert_eq!(
+        r.status(),
+        503,
+        "the two calls still run and hold both slots"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while post_authed(&c, &s.url, &list_body()).await.status() != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the slots come back at the calls' deadline"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

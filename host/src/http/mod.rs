@@ -319,6 +319,11 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         None => None,
     };
     let deletes = req.method() == Method::DELETE;
+    let running = Running {
+        _held: Arc::new((permit, held_id)),
+    };
+    let mut req = req;
+    req.extensions_mut().insert(running.clone());
     match check_scopes(&gate, &grant, req).await {
         Ok(req) => {
             let read_again = heavy.map(hold_turn);
@@ -329,15 +334,30 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             if deletes && parts.status == StatusCode::ACCEPTED {
                 parts.status = StatusCode::NO_CONTENT;
             }
-            // The slot is freed when the response body is done or dropped.
+            // The slot is freed when the response body is done or dropped
+            // and the request has stopped running ([`Running`]).
             let body = body.map_frame(move |frame| {
-                let _held = (&permit, &held_id, &listener, &stream);
+                let _held = (&running, &listener, &stream);
                 frame
             });
             Response::from_parts(parts, Body::new(body))
         }
         Err(resp) => resp,
     }
+}
+
+/// What a request holds while it runs: its in-flight slot and its id in
+/// its session. Both the response body and the request's handler hold it:
+/// rmcp carries the request's `http::request::Parts`, extensions and all,
+/// into the handler's context, and in a 2025-11-25 session the handler goes
+/// on running in the session's worker after its client closed the POST
+/// (the spec: a disconnection is not a cancellation). Held by the body
+/// alone, the slot was freed at the close: 16 calls ran at once past
+/// `--max-in-flight 2`, and 30,000 were queued in one session (a helper's
+/// find).
+#[derive(Clone)]
+struct Running {
+    _held: Arc<(Option<OwnedSemaphorePermit>, Option<HeldId>)>,
 }
 
 /// The 2025-11-25 session header.
