@@ -1167,3 +1167,48 @@ async fn a_session_call_keeps_its_slot_after_its_post_is_closed() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A refusal of who is asking (401 without a token, 403 for a foreign
+/// Host or Origin) closes its connection: a client without a token kept
+/// 256 keep-alive connections by asking again every 5 s, and clients with
+/// the token got none (a helper's find). A refused value is named by its
+/// head (a 500 KB `Host` was logged whole at every request).
+#[test]
+fn refusals_of_who_is_asking_close_their_connection() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &[]);
+    let authority = s.base.trim_start_matches("http://").to_string();
+    let body = list_body().to_string();
+    let request = |extra: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\n{extra}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {}\r\nMcp-Method: tools/list\r\nContent-Length: {}\r\n\r\n{body}",
+            support::http::STATELESS,
+            body.len()
+        )
+    };
+    let answer_then_closed = |head: String| {
+        let mut tcp = raw_connection(&s.base);
+        tcp.write_all(head.as_bytes()).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = tcp.read(&mut buf).unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]).to_string();
+        tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        (answer, closed_by_server(&mut tcp))
+    };
+    let (answer, closed) = answer_then_closed(request(""));
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(closed, "a 401 left its connection open");
+    let long_origin = format!("http://{}.example", "o".repeat(100_000));
+    let (answer, closed) = answer_then_closed(request(&format!("Origin: {long_origin}\r\n")));
+    assert!(answer.starts_with("HTTP/1.1 403"), "{}", &answer[..200]);
+    assert!(
+        answer.contains("(100015 bytes)") && answer.len() < 1024,
+        "{answer}"
+    );
+    assert!(closed, "a 403 left its connection open");
+    // With the token, the connection is kept for the next request.
+    let (answer, closed) =
+        answer_then_closed(request(&format!("Authorization: Bearer {TOKEN}\r\n")));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(!closed, "a served request's connection was closed");
+}

@@ -54,6 +54,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::repeats::Repeats;
 use crate::server::McpServer;
 use crate::stdio_reader::Answer;
 use auth::{AuthError, Authenticator, Grant, OAuthConfig};
@@ -252,8 +253,12 @@ async fn resource_metadata(State(gate): State<Arc<Gate>>) -> Json<Value> {
 /// Step 1, every route.
 async fn guard_origin(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
     if let Err(refusal) = gate.origin.check(req.uri(), req.headers()) {
-        tracing::warn!("{}", refusal.message());
-        return (refusal.status(), refusal.message()).into_response();
+        static REFUSED: Repeats = Repeats::new();
+        let message = refusal.message();
+        if let Some(n) = REFUSED.note() {
+            tracing::warn!(refused = n, "{message}");
+        }
+        return (refusal.status(), CLOSE, message).into_response();
     }
     next.run(req).await
 }
@@ -370,7 +375,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 fn busy(what: &str) -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
-        [(header::RETRY_AFTER, "1"), (header::CONNECTION, "close")],
+        [(header::RETRY_AFTER, "1")],
+        CLOSE,
         format!("Service Unavailable: {what}"),
     )
         .into_response()
@@ -584,16 +590,28 @@ fn bad_message(answer: &Answer) -> Response {
 }
 
 fn unauthorized(gate: &Gate, e: &AuthError) -> Response {
+    // Logged the first time and at each power of two: a client without a
+    // token is not to write the operator's log at its own rate.
+    static REFUSED: Repeats = Repeats::new();
     if let AuthError::Invalid(reason) = e {
-        tracing::warn!("refused bearer token: {reason}");
+        if let Some(n) = REFUSED.note() {
+            tracing::warn!(refused = n, "refused bearer token: {reason}");
+        }
     }
     (
         StatusCode::UNAUTHORIZED,
         [(header::WWW_AUTHENTICATE, gate.resource.challenge(e))],
+        CLOSE,
         "Unauthorized",
     )
         .into_response()
 }
+
+/// Closes the connection after a refusal of who is asking (401, 403) and
+/// after a 503 (see [`busy`]): a client without a token kept 256 keep-alive connections open by asking
+/// again every 5 s, and clients with the token got no connection (a
+/// helper's find).
+const CLOSE: [(header::HeaderName, &str); 1] = [(header::CONNECTION, "close")];
 
 /// Step 5: a JWT grant calling a tool that needs a scope it lacks → 403.
 /// Reads the (size-limited) body only when per-tool scopes apply.

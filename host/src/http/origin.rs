@@ -36,10 +36,20 @@ impl Refusal {
         StatusCode::FORBIDDEN
     }
 
+    /// The refusal, naming the value by its head: a client without any
+    /// token sent 500 KB `Host` headers, each logged whole (a helper's find).
     pub fn message(&self) -> String {
-        match self {
-            Refusal::Host(h) => format!("Forbidden: Host {h:?} is not allowed"),
-            Refusal::Origin(o) => format!("Forbidden: Origin {o:?} is not allowed"),
+        let (what, value) = match self {
+            Refusal::Host(h) => ("Host", h),
+            Refusal::Origin(o) => ("Origin", o),
+        };
+        let shown = wasm_mcp_protocol::shown_name(value);
+        match value.len() > shown.len() {
+            true => format!(
+                "Forbidden: {what} {shown:?} ({} bytes) is not allowed",
+                value.len()
+            ),
+            false => format!("Forbidden: {what} {shown:?} is not allowed"),
         }
     }
 }
