@@ -816,29 +816,67 @@ async fn heavy_bodies_do_not_hold_up_other_clients() {
 }
 
 /// Connections cost the server a descriptor each, shared with the plugins'
-/// calls: at most `--max-connections` stay open (one more is closed at
-/// once), and one that sends nothing, or trickles its headers, is closed
-/// after 10 s. Both were kept forever: 1,100 idle connections, no token
-/// needed, took the last descriptor and `read_file` failed.
+/// calls: at most `--max-connections` stay open, and one that sends
+/// nothing, or trickles its headers, is closed after 10 s. Both were kept
+/// forever: 1,100 idle connections, no token needed, took the last
+/// descriptor and `read_file` failed. A connection past the bound takes the
+/// place of the one that has waited longest for a request: 300 that sent
+/// half a head and waited out the timeout kept every client with a token
+/// out (a helper's find). When every connection is serving a request, one
+/// more is closed at once.
 #[test]
 fn idle_and_surplus_connections_are_closed() {
-    let (wt, plugins) = (worktree(), workspace_plugins());
-    let s = token_server(wt.path(), plugins.path(), &["--max-connections", "4"]);
-    let mut idle: Vec<_> = (0..4).map(|_| raw_connection(&s.base)).collect();
-    idle[1].write_all(b"POST /mcp HTTP/1.1\r\nHost: x").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let s = token_server(
+        wt.path(),
+        plugins.path(),
+        &["--max-connections", "4", "--timeout-ms", "6000"],
+    );
+    let mut idle: Vec<_> = (0..4)
+        .map(|_| {
+            let mut tcp = raw_connection(&s.base);
+            tcp.write_all(b"POST /mcp HTTP/1.1\r\nHost: x").unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            tcp
+        })
+        .collect();
     let t = Instant::now();
-    let mut surplus = raw_connection(&s.base);
-    assert!(closed_by_server(&mut surplus), "a 5th connection was kept");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let list =
+        || rt.block_on(async { post_authed(&client(), &s.url, &list_body()).await.status() });
+    assert_eq!(list(), 200, "a client with a token was kept out");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-    for tcp in &mut idle {
+    assert!(
+        closed_by_server(&mut idle[0]),
+        "the longest waiting was kept"
+    );
+    for tcp in &mut idle[1..] {
         assert!(closed_by_server(tcp), "an idle connection was kept");
     }
     let waited = t.elapsed();
     assert!(waited >= Duration::from_secs(8), "closed after {waited:?}");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let status = rt.block_on(async { post_authed(&client(), &s.url, &list_body()).await.status() });
-    assert_eq!(status, 200, "served once the idle ones were closed");
+    // Four connections serving calls: a fifth is closed at once.
+    let authority = s.base.trim_start_matches("http://").to_string();
+    let mut serving: Vec<_> = (0..4)
+        .map(|id| {
+            let mut tcp = raw_connection(&s.base);
+            let body = call_body(id, "sleep_forever", json!({})).to_string();
+            let head = format!(
+                "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {}\r\nMcp-Method: tools/call\r\nMcp-Name: sleep_forever\r\nContent-Length: {}\r\n\r\n{body}",
+                support::http::STATELESS,
+                body.len()
+            );
+            tcp.write_all(head.as_bytes()).unwrap();
+            tcp
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    let mut surplus = raw_connection(&s.base);
+    assert!(closed_by_server(&mut surplus), "a 5th connection was kept");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    drop(serving.drain(..));
 }
 
 /// At SIGTERM a 2026-07-28 listen stream completes with its final result

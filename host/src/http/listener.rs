@@ -1,10 +1,16 @@
 //! Accepting connections for `serve --http`, with the bounds a server
 //! facing clients it does not trust needs (axum's `serve` has none):
 //!
-//! - at most `max_connections` open at once: one past it is closed as soon
-//!   as it is accepted (each connection is a descriptor of this process,
-//!   whose limit the plugins' calls share: 1,100 idle connections took the
-//!   last one, and `read_file` failed);
+//! - at most `max_connections` open at once (each connection is a
+//!   descriptor of this process, whose limit the plugins' calls share:
+//!   1,100 idle connections took the last one, and `read_file` failed). A
+//!   connection past the bound takes the place of the one that has waited
+//!   longest for a request (idle keep-alive, or a head still coming:
+//!   [`Connections`]); when every one is serving a request, it is closed as
+//!   soon as it is accepted. Connections that send half a request head and
+//!   wait out the header timeout, 300 at a time, kept every client with a
+//!   token out (a helper's find); a client's own connection sends its head
+//!   at once, so it is never the one that waited longest;
 //! - [`HEADER_TIMEOUT`] to send a request's headers, counted from when the
 //!   server waits for them, so an idle keep-alive connection, or one that
 //!   trickles its headers, is closed (hyper's header read timeout, which
@@ -15,16 +21,26 @@
 //! - graceful shutdown: on SIGINT/SIGTERM no new connection is taken, and
 //!   those open finish their requests for up to [`SHUTDOWN_GRACE`].
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
 use axum::Router;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 
 use super::write_stall::WriteStall;
 #[cfg(doc)]
@@ -50,7 +66,7 @@ pub async fn serve(
     write_stall: Duration,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let open = Arc::new(Semaphore::new(max_connections.max(1)));
+    let open = Connections::new(max_connections);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -66,22 +82,26 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Ok(slot) = open.clone().try_acquire_owned() else {
+        let Some(conn) = open.admit().await else {
             refused(peer, max_connections);
             continue;
         };
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT);
-        let service = TowerToHyperService::new(app.clone());
-        let conn = graceful.watch(
+        let service = TowerToHyperService::new(conn.serving(app.clone()));
+        let served = graceful.watch(
             http.serve_connection(TokioIo::new(WriteStall::new(stream, write_stall)), service),
         );
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, "connection ended: {e}");
+            tokio::select! {
+                ended = served => if let Err(e) = ended {
+                    tracing::debug!(%peer, "connection ended: {e}");
+                },
+                () = conn.evicted() => {
+                    tracing::debug!(%peer, "connection closed for a new one: it waited longest for a request");
+                }
             }
-            drop(slot);
         });
     }
     tracing::info!("HTTP server shutting down");
@@ -92,6 +112,164 @@ pub async fn serve(
         tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}: closed");
     }
     Ok(())
+}
+
+/// The open connections, each with whether it is serving a request.
+struct Connections {
+    slots: Arc<Semaphore>,
+    open: Mutex<HashMap<u64, Arc<ConnState>>>,
+    next: AtomicU64,
+    epoch: Instant,
+}
+
+struct ConnState {
+    /// Requests being served (HTTP/1.1 serves one at a time).
+    serving: AtomicUsize,
+    /// When it last began to wait for a request, in µs since `epoch`.
+    waiting_since: AtomicU64,
+    evict: CancellationToken,
+}
+
+/// One admitted connection: its slot and its entry, given back on drop.
+struct Conn {
+    id: u64,
+    state: Arc<ConnState>,
+    connections: Arc<Connections>,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// How long a new connection waits for the slot of the one it evicts.
+const EVICTION_WAIT: Duration = Duration::from_millis(200);
+
+impl Connections {
+    fn new(max: usize) -> Arc<Self> {
+        Arc::new(Connections {
+            slots: Arc::new(Semaphore::new(max.max(1))),
+            open: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(0),
+            epoch: Instant::now(),
+        })
+    }
+
+    fn table(&self) -> MutexGuard<'_, HashMap<u64, Arc<ConnState>>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    /// A slot for a new connection: a free one, or the one of the
+    /// connection that has waited longest for a request, closed for it;
+    /// `None` when every connection is serving one.
+    async fn admit(self: &Arc<Self>) -> Option<Conn> {
+        let slot = match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                self.longest_waiting()?.evict.cancel();
+                let freed = self.slots.clone().acquire_owned();
+                tokio::time::timeout(EVICTION_WAIT, freed)
+                    .await
+                    .ok()?
+                    .ok()?
+            }
+        };
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let state = Arc::new(ConnState {
+            serving: AtomicUsize::new(0),
+            waiting_since: AtomicU64::new(self.now()),
+            evict: CancellationToken::new(),
+        });
+        self.table().insert(id, state.clone());
+        Some(Conn {
+            id,
+            state,
+            connections: self.clone(),
+            _slot: slot,
+        })
+    }
+
+    fn longest_waiting(&self) -> Option<Arc<ConnState>> {
+        self.table()
+            .values()
+            .filter(|c| c.serving.load(Ordering::Acquire) == 0 && !c.evict.is_cancelled())
+            .min_by_key(|c| c.waiting_since.load(Ordering::Acquire))
+            .cloned()
+    }
+}
+
+impl Conn {
+    /// Resolves when a new connection takes this one's place.
+    async fn evicted(&self) {
+        self.state.evict.cancelled().await
+    }
+
+    /// `app`, with this connection marked serving from each request's
+    /// arrival until its response body ends or is dropped.
+    fn serving(&self, app: Router) -> Serving {
+        Serving {
+            app,
+            state: self.state.clone(),
+            epoch: self.connections.epoch,
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.connections.table().remove(&self.id);
+    }
+}
+
+/// The app as one connection serves it ([`Conn::serving`]).
+#[derive(Clone)]
+struct Serving {
+    app: Router,
+    state: Arc<ConnState>,
+    epoch: Instant,
+}
+
+/// Held while a request is served; its drop marks the connection waiting.
+struct Busy {
+    state: Arc<ConnState>,
+    epoch: Instant,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let now = self.epoch.elapsed().as_micros() as u64;
+        self.state.waiting_since.store(now, Ordering::Release);
+        self.state.serving.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl tower::Service<Request<Incoming>> for Serving {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future =
+        std::pin::Pin<Box<dyn Future<Output = Result<Response, std::convert::Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Incoming>) -> Self::Future {
+        self.state.serving.fetch_add(1, Ordering::AcqRel);
+        let busy = Busy {
+            state: self.state.clone(),
+            epoch: self.epoch,
+        };
+        let app = self.app.clone();
+        Box::pin(async move {
+            let response = app.oneshot(req.map(Body::new)).await?;
+            Ok(response.map(|body| {
+                Body::new(body.map_frame(move |frame| {
+                    let _busy = &busy;
+                    frame
+                }))
+            }))
+        })
+    }
 }
 
 /// A connection past the bound: closed (its stream dropped), logged the
