@@ -151,7 +151,7 @@ pub fn parse_line(line: &[u8]) -> Line {
         return refused;
     }
     let error = match serde_json::from_slice(line) {
-        Ok(message) => return Line::Message(message),
+        Ok(message) => return refuse_if_kept_and_large(message, line.len()),
         Err(e) => e,
     };
     let code = match error.classify() {
@@ -164,6 +164,30 @@ pub fn parse_line(line: &[u8]) -> Line {
         "the request is not a JSON-RPC message this server knows"
     };
     answer_or_drop(line, ErrorData::new(code, format!("{what}: {error}"), None))
+}
+
+/// Most bytes of a request the server keeps for long: `initialize` (its
+/// parameters live as long as the session) and `subscriptions/listen` (its
+/// `_meta` as long as the stream). A client's 4 MB `capabilities` kept 256
+/// sessions at 1 GB, and listen streams with 4.5 MB `clientInfo` each took
+/// ~850 MB (a helper's find); a real one is a few hundred bytes.
+pub const MAX_KEPT_REQUEST_BYTES: usize = 64 << 10;
+
+/// `message`, or its refusal (-32602) when it is a request the server
+/// keeps ([`MAX_KEPT_REQUEST_BYTES`]) and its line is longer than that.
+fn refuse_if_kept_and_large(message: RxJsonRpcMessage<RoleServer>, bytes: usize) -> Line {
+    let rmcp::model::JsonRpcMessage::Request(request) = &message else {
+        return Line::Message(message);
+    };
+    let method = request.request.method();
+    if bytes <= MAX_KEPT_REQUEST_BYTES || !matches!(method, "initialize" | "subscriptions/listen") {
+        return Line::Message(message);
+    }
+    let error = ErrorData::invalid_params(
+        format!("a {method} request is kept while its session or stream lasts, and may be at most {MAX_KEPT_REQUEST_BYTES} bytes; this one is {bytes}"),
+        None,
+    );
+    Line::Refused(Answer::error(error, Some(request.id.clone())))
 }
 
 /// A JSON-RPC batch (an array of messages), which no MCP revision served

@@ -200,3 +200,29 @@ fn each_request_of_a_batch_is_refused_by_its_id() {
     let notes = br#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#;
     assert!(matches!(parse_line(notes), Line::Skipped));
 }
+
+/// `initialize` and `subscriptions/listen` are kept while their session or
+/// stream lasts: over 64 KiB they are refused -32602 by their id (4 MB
+/// `capabilities` kept 256 sessions at 1 GB); other requests are not.
+#[test]
+fn a_large_request_the_server_would_keep_is_refused() {
+    let padding = "x".repeat(MAX_KEPT_REQUEST_BYTES);
+    let initialize = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{"experimental":{{"pad":"{padding}"}}}},"clientInfo":{{"name":"c","version":"1"}}}}}}"#
+    );
+    let listen = format!(
+        r#"{{"jsonrpc":"2.0","id":8,"method":"subscriptions/listen","params":{{"_meta":{{"io.modelcontextprotocol/clientInfo":{{"name":"{padding}","version":"1"}}}},"notifications":{{"toolsListChanged":true}}}}}}"#
+    );
+    for (line, id) in [(initialize, 7), (listen, 8)] {
+        let (code, answered_to, message) = refused(line.as_bytes());
+        assert_eq!(code, -32602, "{message}");
+        assert_eq!(answered_to, Some(RequestId::Number(id)));
+        assert!(message.contains("at most 65536 bytes"), "{message}");
+    }
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"write_file","arguments":{{"path":"a","content":"{padding}"}}}}}}"#
+    );
+    assert!(matches!(parse_line(call.as_bytes()), Line::Message(_)));
+    let small = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
+    assert!(matches!(parse_line(small.as_bytes()), Line::Message(_)));
+}
