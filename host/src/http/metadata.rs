@@ -17,18 +17,31 @@ pub const MCP_PATH: &str = "/mcp";
 pub struct Resource {
     /// The MCP endpoint URL, e.g. `http://127.0.0.1:8080/mcp`.
     pub url: String,
-    /// Where its metadata is, e.g. `http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp`.
-    pub metadata_url: String,
+    /// Where its metadata is, e.g. `http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp`;
+    /// `None` without `--oauth-config`: a static token has no authorization
+    /// server to name, and metadata naming none sent the MCP Inspector into
+    /// an OAuth flow that could not succeed instead of asking for the token
+    /// (a helper's find). The challenges are then plain `Bearer` ones.
+    pub metadata_url: Option<String>,
 }
 
 impl Resource {
-    /// `base` is `scheme://authority` without a trailing slash.
-    pub fn new(base: &str) -> Self {
+    /// `base` is `scheme://authority` without a trailing slash; `oauth`:
+    /// whether an authorization server is configured.
+    pub fn new(base: &str, oauth: bool) -> Self {
         let base = base.trim_end_matches('/');
         Resource {
             url: format!("{base}{MCP_PATH}"),
-            metadata_url: format!("{base}{WELL_KNOWN}{MCP_PATH}"),
+            metadata_url: oauth.then(|| format!("{base}{WELL_KNOWN}{MCP_PATH}")),
         }
+    }
+
+    /// `, resource_metadata="…"` when there is metadata, else nothing.
+    fn pointer(&self) -> String {
+        self.metadata_url
+            .as_ref()
+            .map(|url| format!(", resource_metadata=\"{url}\""))
+            .unwrap_or_default()
     }
 
     /// The metadata document.
@@ -48,11 +61,14 @@ impl Resource {
     /// `WWW-Authenticate` for a 401.
     pub fn challenge(&self, e: &AuthError) -> String {
         match e {
-            AuthError::Missing => format!("Bearer resource_metadata=\"{}\"", self.metadata_url),
+            AuthError::Missing => match &self.metadata_url {
+                Some(url) => format!("Bearer resource_metadata=\"{url}\""),
+                None => "Bearer".to_string(),
+            },
             AuthError::Invalid(reason) => format!(
-                "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{}\"",
+                "Bearer error=\"invalid_token\", error_description=\"{}\"{}",
                 quoted(reason),
-                self.metadata_url
+                self.pointer()
             ),
         }
     }
@@ -60,9 +76,9 @@ impl Resource {
     /// `WWW-Authenticate` for a 403 on a tool whose scope the token lacks.
     pub fn insufficient_scope(&self, scope: &str) -> String {
         format!(
-            "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+            "Bearer error=\"insufficient_scope\", scope=\"{}\"{}",
             quoted(scope),
-            self.metadata_url
+            self.pointer()
         )
     }
 }

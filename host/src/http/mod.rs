@@ -141,7 +141,7 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         origin: OriginPolicy::new(bound, &opts.allowed_hosts, &opts.allowed_origins),
         auth,
         oauth: opts.oauth.clone(),
-        resource: Resource::new(&base),
+        resource: Resource::new(&base, opts.oauth.is_some()),
         in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
         max_body_bytes: opts.max_body_bytes,
         sessions: Arc::new(session_manager(opts.session_idle)),
@@ -237,13 +237,18 @@ fn router(server: McpServer, gate: Arc<Gate>) -> Router {
     let mcp_routes = Router::new()
         .route_service(MCP_PATH, mcp)
         .layer(from_fn_with_state(gate.clone(), guard_mcp));
-    let meta_routes = Router::new()
-        .route(WELL_KNOWN, get(resource_metadata))
-        .route(&format!("{WELL_KNOWN}{MCP_PATH}"), get(resource_metadata))
-        .with_state(gate.clone());
-    mcp_routes
-        .merge(meta_routes)
-        .layer(from_fn_with_state(gate, guard_origin))
+    // Protected-resource metadata only when it has an authorization server
+    // to name (`Resource::metadata_url`).
+    let routes = match gate.resource.metadata_url {
+        Some(_) => mcp_routes.merge(
+            Router::new()
+                .route(WELL_KNOWN, get(resource_metadata))
+                .route(&format!("{WELL_KNOWN}{MCP_PATH}"), get(resource_metadata))
+                .with_state(gate.clone()),
+        ),
+        None => mcp_routes,
+    };
+    routes.layer(from_fn_with_state(gate, guard_origin))
 }
 
 async fn resource_metadata(State(gate): State<Arc<Gate>>) -> Json<Value> {
