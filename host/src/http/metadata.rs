@@ -96,7 +96,7 @@ mod tests {
 
     #[test]
     fn urls_and_challenges() {
-        let r = Resource::new("http://127.0.0.1:8080/");
+        let r = Resource::new("http://127.0.0.1:8080/", true);
         assert_eq!(r.url, "http://127.0.0.1:8080/mcp");
         assert_eq!(
             r.challenge(&AuthError::Missing),
@@ -106,5 +106,15 @@ mod tests {
             .challenge(&AuthError::Invalid("bad \"x\"".into()))
             .contains("error_description=\"bad x\""));
         assert_eq!(r.document(None)["resource"], "http://127.0.0.1:8080/mcp");
+        let token_only = Resource::new("http://127.0.0.1:8080", false);
+        assert_eq!(token_only.challenge(&AuthError::Missing), "Bearer");
+        let invalid = token_only.challenge(&AuthError::Invalid("expired".into()));
+        assert_eq!(
+            invalid,
+            "Bearer error=\"invalid_token\", error_description=\"expired\""
+        );
+        assert!(!token_only
+            .insufficient_scope("s")
+            .contains("resource_metadata"));
     }
 }
