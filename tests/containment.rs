@@ -682,13 +682,7 @@ fn compiles_are_bounded_in_memory_and_time() {
          (i32.const 0) {uses})))"
     );
     let ssa = wat::parse_str(ssa).unwrap();
-    // ~3 minutes for Winch here (250,000 and 167,000 took 45 s): far past
-    // the deadline below on any machine, which the workspace plugin's own
-    // compile, on a loaded machine too, is far within.
-    let consts = "i32.const 0\n".repeat(500_000);
-    let blocks = "block end\n".repeat(330_000);
-    let slow = format!("(component (core module (func {consts} {blocks} unreachable)))");
-    let slow = wat::parse_str(slow).unwrap();
+    let slow = winch_slow_component();
     let wt = worktree();
     // Cranelift from the start for the first (on Winch it loads, and the
     // background tier-up is what the bound stops), Winch for the second.
@@ -720,6 +714,116 @@ fn compiles_are_bounded_in_memory_and_time() {
             .find(|l| l.contains("refused plugin") && l.contains(name))
             .unwrap_or_else(|| panic!("{name} was not refused: {log}"));
         assert!(refused.contains(why), "{refused}");
+    }
+}
+
+/// ~3 minutes for Winch here (250,000 values and 167,000 blocks took 45 s):
+/// far past a 20 s deadline on any machine, which the workspace plugin's
+/// own compile, on a loaded machine too, is far within.
+fn winch_slow_component() -> Vec<u8> {
+    let consts = "i32.const 0\n".repeat(500_000);
+    let blocks = "block end\n".repeat(330_000);
+    let slow = format!("(component (core module (func {consts} {blocks} unreachable)))");
+    wat::parse_str(slow).unwrap()
+}
+
+/// The pids of the `compile-worker` children of process `parent`.
+fn compile_workers_of(parent: u32) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat.rsplit(") ").next().and_then(|r| r.split(' ').nth(1));
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(parent.to_string().as_str())
+                && String::from_utf8_lossy(&cmdline).contains("compile-worker")
+        })
+        .collect()
+}
+
+/// A compiler child ends with its server: a server stopped mid-compile (an
+/// MCP client ends a stdio session with SIGTERM, the TypeScript SDK
+/// signals the server alone) left its compiler running, several at once,
+/// each writing tens of MB nothing removed (a helper's find).
+#[test]
+fn a_compiler_ends_with_its_server() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    std::fs::write(plugins.path().join("slow.wasm"), winch_slow_component()).unwrap();
+    let s = Server::spawn(wt.path(), plugins.path(), &["--no-cache"]);
+    let server = s.pid();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let workers = loop {
+        let workers = compile_workers_of(server);
+        if !workers.is_empty() {
+            break workers;
+        }
+        assert!(Instant::now() < deadline, "no compile worker was started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Past reading its input (killed before, the worker reads a cut
+    // component and fails at once).
+    std::thread::sleep(Duration::from_secs(2));
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &server.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let alive = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| !stat.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+    };
+    while workers.iter().any(alive) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<u32> = workers.iter().copied().filter(alive).collect();
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        left.is_empty(),
+        "compile workers {left:?} outlived their server"
+    );
+    drop(s);
+}
+
+/// At the end of its input a stdio server exits without waiting for a
+/// background tier-up compile (its compiler is killed with it): it stayed
+/// 14 s for a compile nobody would use (a helper's find: MCP clients give
+/// a server 2 s after closing its input, then signal it).
+#[test]
+fn the_end_of_input_does_not_wait_for_a_background_compile() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "samples/js-json.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--no-cache"]);
+    let server = s.pid();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while compile_workers_of(server).is_empty() {
+        assert!(Instant::now() < deadline, "no tier-up compile was started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let workers = compile_workers_of(server);
+    s.close_input();
+    let t = Instant::now();
+    let exited = s.exit_within(Duration::from_secs(60));
+    assert!(exited.is_some(), "the server did not exit");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "exit took {:?}",
+        t.elapsed()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    for pid in workers {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let running = !stat.is_empty() && !stat.rsplit(") ").next().unwrap_or("").starts_with('Z');
+        assert!(!running, "compile worker {pid} outlived its server");
     }
 }
 

@@ -6,6 +6,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
@@ -121,6 +122,9 @@ impl ComponentCache {
     /// describes, bounded in memory and time ([`crate::compile_child`]).
     pub fn compiling_in(mut self, child: ChildCompiler) -> Self {
         self.child = Some(child);
+        if let Some(dir) = &self.dir {
+            remove_abandoned_outputs(dir, ABANDONED_AFTER);
+        }
         self
     }
 
@@ -279,6 +283,41 @@ fn map(engine: &Engine, path: &Path) -> Option<Component> {
     }
 }
 
+/// Age after which a compile's unplaced output in the cache directory is
+/// taken for abandoned: one lives for the moment between its compiler
+/// writing it and the server renaming it into place, and a server stopped
+/// mid-compile left 37–55 MB files for good (a helper's find). By age, not
+/// by whether the process that named it is alive: servers in other PID
+/// namespaces may share the directory.
+pub const ABANDONED_AFTER: Duration = Duration::from_secs(600);
+
+/// Removes the compile outputs and temporary entries (`.compiling-*`,
+/// `.tmp-*`) in `dir` last written more than `age` ago.
+pub fn remove_abandoned_outputs(dir: &Path, age: Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(".compiling-") || name.starts_with(".tmp-")) {
+            continue;
+        }
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > age));
+        if old {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(file = %entry.path().display(), "removed an abandoned compile output")
+                }
+                Err(e) => tracing::debug!(file = %entry.path().display(), "could not remove: {e}"),
+            }
+        }
+    }
+}
+
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().context("cache path has no parent")?;
     std::fs::create_dir_all(dir)?;
@@ -299,5 +338,33 @@ fn compilable(bytes: &[u8]) -> Result<()> {
     match crate::code_limits::CodeShape::of(bytes).refusal() {
         Some(why) => anyhow::bail!("too costly to compile: {why}"),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Outputs left by a server stopped mid-compile are removed once old;
+    /// a fresh one (a compile of a live server) and the entries stay.
+    #[test]
+    fn abandoned_outputs_are_removed_once_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+        for name in [".compiling-1-0-Optimized", ".tmp-1-x.cwasm"] {
+            let f = std::fs::File::create(d.join(name)).unwrap();
+            f.set_modified(old).unwrap();
+        }
+        std::fs::write(d.join(".compiling-2-0-Baseline"), b"fresh").unwrap();
+        let entry = std::fs::File::create(d.join("abc-def.cwasm")).unwrap();
+        entry.set_modified(old).unwrap();
+        remove_abandoned_outputs(d, ABANDONED_AFTER);
+        let mut left: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, [".compiling-2-0-Baseline", "abc-def.cwasm"]);
     }
 }

@@ -68,14 +68,17 @@ impl ChildCompiler {
     /// Compiles `bytes` for `tier` in a child, which writes the
     /// serialized component to `out`.
     pub fn precompile(&self, tier: CodeTier, bytes: &[u8], out: &Path) -> Result<()> {
-        let mut child = Command::new(&self.exe)
+        let mut command = Command::new(&self.exe);
+        command
             .arg(WORKER_COMMAND)
             .arg(tier_name(tier))
             .arg(out)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .env("WASM_MCP_LOG", "error")
+            .env("WASM_MCP_LOG", "error");
+        dies_with_this_thread(&mut command);
+        let mut child = command
             .spawn()
             .with_context(|| format!("starting the compiler ({})", self.exe.display()))?;
         self.bound(child.id());
@@ -139,6 +142,35 @@ impl ChildCompiler {
                 return Ok(None);
             }
             std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// The child is killed when the thread that starts it ends (Linux's
+/// parent-death signal follows the thread; this one waits for the child
+/// until it exits, so that is when the server's process ends). A server
+/// stopped mid-compile (an MCP client's stdio session ends with SIGTERM
+/// two seconds after its input, and the TypeScript SDK signals the server
+/// alone) left its compiler running, several at once on two cores, each
+/// writing tens of MB that nothing removed (a helper's find).
+fn dies_with_this_thread(command: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        let parent = rustix::process::getpid();
+        // SAFETY: between fork and exec the closure makes two system calls
+        // (prctl, getppid) and allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))?;
+                // The server ended before the signal was set: no one waits.
+                match rustix::process::getppid() == Some(parent) {
+                    true => Ok(()),
+                    false => Err(std::io::Error::other("the server has ended")),
+                }
+            });
         }
     }
 }

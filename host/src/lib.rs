@@ -63,13 +63,22 @@ pub fn block_on<F: std::future::Future>(main: F) -> F::Output {
 /// drives many connections at once, takes one per core).
 pub fn block_on_workers<F: std::future::Future>(workers: usize, main: F) -> F::Output {
     quiet_library_backtraces();
-    tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers.max(1))
         .enable_all()
         .build()
-        .expect("starting the tokio runtime")
-        .block_on(main)
+        .expect("starting the tokio runtime");
+    let out = runtime.block_on(main);
+    runtime.shutdown_timeout(EXIT_WAIT);
+    out
 }
+
+/// How long the process waits at its end for blocking tasks still running.
+/// Dropping the runtime waited for all of them: a stdio server whose client
+/// had gone stayed 14 s for a background tier-up compile nobody would use
+/// (its compiler child is killed with the process, see
+/// [`compile_child`]). Answers are all written before `main` returns.
+pub const EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// `RUST_LIB_BACKTRACE=0` unless the operator set it. With `RUST_BACKTRACE=1`
 /// (common in development and CI) every error value captures a backtrace,

@@ -67,10 +67,19 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 pub const PIPE_BYTES: usize = 1 << 20;
 
 /// Widen stdout to `bytes` when it is a pipe. Not a pipe (a file, a
-/// terminal, a socket), or over the user's pipe-pages limit: it stays as it
-/// is, which only costs speed, and the log says so.
+/// terminal, or a socket, as Node.js clients give their servers), it stays
+/// as it is without a word; a pipe over the user's pipe-pages limit stays
+/// as it is too, which only costs speed, and the log says so.
 #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
 fn widen_stdout(bytes: usize) {
+    #[cfg(target_os = "linux")]
+    let is_pipe = rustix::fs::fstat(std::io::stdout()).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+    });
+    #[cfg(target_os = "linux")]
+    if !is_pipe {
+        return;
+    }
     #[cfg(target_os = "linux")]
     if let Err(e) = rustix::pipe::fcntl_setpipe_size(std::io::stdout(), bytes) {
         tracing::info!("stdout pipe left at its size, not widened to {bytes} bytes ({e})");
