@@ -182,41 +182,36 @@ impl GuardedFs<'_> {
     }
 
     /// How many entries the directory `fd` has (`getdents`, no `stat`):
-    /// what its listing will copy.
-    fn entries_in(&self, fd: &Resource<Descriptor>) -> FsResult<impl Future<Output = u64>> {
-        let dir = match self.fs.table.get(fd)? {
-            Descriptor::Dir(d) => Some(d.dir.clone()),
-            Descriptor::File(_) => None,
-        };
-        // Off the thread running calls, as the listing itself.
-        let counted = dir.map(|dir| tokio::task::spawn_blocking(move || count_entries(&dir)));
-        Ok(async move {
-            match counted {
-                Some(counted) => counted.await.unwrap_or(0),
-                None => 0,
-            }
+    /// what its listing will copy. Counted as the listing is made
+    /// ([`listed_in_the_call`]).
+    fn entries_in(&self, fd: &Resource<Descriptor>) -> FsResult<u64> {
+        Ok(match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) => listed_in_the_call(|| count_entries(&d.dir)),
+            Descriptor::File(_) => 0,
         })
     }
 
-    /// wasmtime-wasi's listing of `fd`, made on a blocking thread: it
-    /// `stat`s every entry (up to ~131,000 under the default bound), and on
-    /// the thread running calls (file operations run there) a plugin
-    /// listing 50,000 entries in a loop held other plugins' calls for up
-    /// to 5 s and past their deadlines (a helper's find). The listing is
-    /// asked of a copy of the descriptor that may not block its thread.
-    async fn listed_off_thread(
+    /// wasmtime-wasi's listing of `fd` (it `stat`s every entry, up to
+    /// ~131,000 under the default bound), made inside the call
+    /// ([`listed_in_the_call`]): asked of a copy of the descriptor that may
+    /// block its thread, so that wasmtime-wasi lists it there and then.
+    async fn listed_within_the_call(
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<types::DirectoryEntryStream>> {
         let Descriptor::Dir(d) = self.fs.table.get(&fd)? else {
             return self.fs.read_directory(fd).await;
         };
+        let inline = listing_may_block_the_call();
         let copy = d.dir.try_clone().map_err(FsError::from)?;
-        let copy = Dir::new(copy, d.perms, d.open_mode, false);
-        let off_thread = self.fs.table.push(Descriptor::Dir(copy))?;
-        let at = Resource::new_borrow(off_thread.rep());
-        let listed = self.fs.read_directory(at).await;
-        self.fs.table.delete(off_thread)?;
+        let copy = Dir::new(copy, d.perms, d.open_mode, inline);
+        let listing = self.fs.table.push(Descriptor::Dir(copy))?;
+        let at = Resource::new_borrow(listing.rep());
+        let listed = match inline {
+            true => listed_in_the_call(|| futures_lite_block_on(self.fs.read_directory(at))),
+            false => self.fs.read_directory(at).await,
+        };
+        self.fs.table.delete(listing)?;
         listed
     }
 
@@ -554,9 +549,9 @@ impl HostDescriptor for GuardedFs<'_> {
         }
         // A listing is a copy of the directory in host memory: it counts as
         // an open file per `ENTRIES_PER_OPEN_FILE` entries, and one more.
-        let counts = 1 + self.entries_in(&fd)?.await / ENTRIES_PER_OPEN_FILE;
+        let counts = 1 + self.entries_in(&fd)? / ENTRIES_PER_OPEN_FILE;
         self.budget.open_files(counts)?;
-        let listed = self.listed_off_thread(fd).await;
+        let listed = self.listed_within_the_call(fd).await;
         match &listed {
             Ok(stream) => self.budget.held_by(stream.rep(), counts),
             Err(_) => self.budget.close_files(counts),
@@ -674,6 +669,46 @@ impl HostDescriptor for GuardedFs<'_> {
         path: String,
     ) -> FsResult<types::MetadataHashValue> {
         self.fs.metadata_hash_at(fd, path_flags, path).await
+    }
+}
+
+/// Whether a listing can be made inside the call: on a runtime of several
+/// threads (the server's connection and its call pool), where
+/// [`tokio::task::block_in_place`] hands the thread's other tasks on.
+fn listing_may_block_the_call() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
+
+/// Runs a directory listing (or its count) inside the call, the thread's
+/// other tasks handed to another thread meanwhile. Not on the thread
+/// running calls as it stood: a plugin listing 50,000 entries in a loop
+/// held other plugins' calls for up to 5 s. Not on a blocking task of its
+/// own either: a cancelled call (or one whose client went away) is dropped
+/// at its next await, and its listing went on without it, slot and all
+/// freed; clients cancelling listings of a 128,000-entry directory piled up
+/// 300 threads and slowed every other call to seconds (a helper's find).
+/// Inside the call, a listing ends before its call can be dropped, and no
+/// more run at once than calls do. On a runtime of one thread (tests, the
+/// bench) it runs as it is.
+fn listed_in_the_call<T>(list: impl FnOnce() -> T) -> T {
+    match listing_may_block_the_call() {
+        true => tokio::task::block_in_place(list),
+        false => list(),
+    }
+}
+
+/// Polls `future` to its end on this thread. For wasmtime-wasi's listing of
+/// a directory that may block its thread: it completes in its first poll.
+fn futures_lite_block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::yield_now();
     }
 }
 
