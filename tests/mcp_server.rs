@@ -352,11 +352,6 @@ fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
     );
 }
 
-/// A published name keeps its plugin across reloads: a plugin dropped in
-/// later whose file name sorts first (`aaa.wasm`) took over `read_file`
-/// and `write_file` and got their arguments, file contents included, and
-/// the log blamed the plugin it displaced (a helper's find). The newcomer
-/// is refused those names, and named.
 /// A plugin dir inside the writable worktree (the authoring guide serves
 /// `--worktree . --plugins plugins`) is not watched: a tool writing there
 /// replaced another plugin (here: moved it away), and a reload then
@@ -400,6 +395,11 @@ fn a_plugin_dir_tools_can_write_to_is_not_watched() {
     assert!(!log.contains("catalog built version=2"), "{log}");
 }
 
+/// A published name keeps its plugin across reloads: a plugin dropped in
+/// later whose file name sorts first (`aaa.wasm`) took over `read_file`
+/// and `write_file` and got their arguments, file contents included, and
+/// the log blamed the plugin it displaced (a helper's find). The newcomer
+/// is refused those names, and named.
 #[test]
 fn a_plugin_dropped_in_later_cannot_take_over_published_names() {
     let wt = worktree();
@@ -449,6 +449,60 @@ fn a_plugin_dropped_in_later_cannot_take_over_published_names() {
         refused.iter().all(|l| l.contains("aaa.wasm")),
         "{refused:?}"
     );
+}
+
+/// Nor when the plugin that published a name fails to reload (a
+/// half-written upgrade): the name stays its own, unserved, until its file
+/// loads again; another loaded plugin declaring it took `read_file` and
+/// `write_file`, and the agent's file contents, until the server restarted
+/// (a helper's find).
+#[test]
+fn a_failed_reload_does_not_hand_its_names_to_another_plugin() {
+    let wt = worktree();
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = std::fs::read(plugin("plugins/workspace.wasm")).unwrap();
+    std::fs::write(dir.path().join("workspace.wasm"), &workspace).unwrap();
+    let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), &["--watch-ms", "100"]);
+    s.initialize();
+    let wait_for = |what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !log.read().contains(what) {
+            assert!(std::time::Instant::now() < deadline, "never logged: {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    std::fs::write(dir.path().join("aaa.wasm"), &workspace).unwrap();
+    wait_for("catalog built version=2");
+    // Half of the upgrade written: workspace.wasm no longer loads.
+    std::fs::write(
+        dir.path().join("workspace.wasm"),
+        &workspace[..workspace.len() / 2],
+    )
+    .unwrap();
+    wait_for("name reserved for workspace");
+    let names = |s: &mut Server| -> Vec<String> {
+        s.list_all_tools()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let listed = names(&mut s);
+    assert!(!listed.iter().any(|n| n == "read_file"), "{listed:?}");
+    let call = json!({"name": "read_file", "arguments": {"path": "hello.txt"}});
+    let r = s.request("tools/call", call);
+    assert_eq!(r["error"]["code"], -32602, "read_file was served: {r}");
+    std::fs::write(dir.path().join("workspace.wasm"), &workspace).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !names(&mut s).iter().any(|n| n == "read_file") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "read_file never came back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = s.call("read_file", json!({"path": "hello.txt"}));
+    assert!(!is_error(&r), "{r}");
+    assert!(s.shutdown().success());
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! server publishes, built from the loaded plugins. Immutable once built;
 //! a plugin change builds a new one with a higher version.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
@@ -256,19 +256,24 @@ impl Catalog {
     /// Build from plugins in the given order (the first plugin defining a
     /// name wins). `allow`, when set, keeps only the listed tool names.
     pub fn build(version: u64, plugins: &[Arc<Plugin>], allow: Option<&[String]>) -> Catalog {
-        Self::build_after(version, plugins, allow, None)
+        Self::build_after(version, plugins, allow, None, &BTreeSet::new())
     }
 
     /// [`Catalog::build`] for a catalog that replaces `before`: a name
     /// published there keeps its plugin while that plugin still declares
     /// it, whatever the file order. A plugin dropped in later whose file
     /// name sorts first took over `read_file` and `write_file` (and their
-    /// arguments) from the plugin that published them.
+    /// arguments) from the plugin that published them. A name whose plugin
+    /// is in `failing` (its file is there, its new version failed to load)
+    /// stays that plugin's, unserved, until the file loads or is removed:
+    /// a half-written upgrade handed `read_file` and `write_file` to another
+    /// loaded plugin until the server restarted (a helper's find).
     pub fn build_after(
         version: u64,
         plugins: &[Arc<Plugin>],
         allow: Option<&[String]>,
         before: Option<&Catalog>,
+        failing: &BTreeSet<String>,
     ) -> Catalog {
         let owner_before = |name: &str| before.and_then(|c| c.get(name)).map(|t| &t.plugin.name);
         let mut tools: BTreeMap<String, CatalogTool> = BTreeMap::new();
@@ -297,6 +302,12 @@ impl Catalog {
                     tool: Some(name.clone()),
                     reason,
                 };
+                if let Some(owner) = owner_before(name).filter(|o| failing.contains(*o)) {
+                    rejections.push(reject(format!(
+                        "name reserved for {owner}, which published it and whose file failed to load; it stays {owner}'s until that file loads or is removed"
+                    )));
+                    continue;
+                }
                 if let Some(holder) = tools.get(name) {
                     let holder_path = holder.plugin.path.display().to_string();
                     if owner_before(name) != Some(&plugin.name) {

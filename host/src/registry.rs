@@ -2,7 +2,7 @@
 //! current [`Catalog`], reloads when the directory changes, and the call
 //! path (validation → sandboxed call → output checks).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Instant, SystemTime};
@@ -263,6 +263,11 @@ impl Registry {
         // BTreeMap order = file-name order: the first plugin defining a name
         // wins, unless another published it in the catalog this replaces.
         let plugins: Vec<Arc<Plugin>> = loaded.values().filter_map(|(_, p)| p.clone()).collect();
+        let failing: BTreeSet<String> = loaded
+            .iter()
+            .filter(|(_, (_, p))| p.is_none())
+            .map(|(path, _)| crate::pinning::plugin_name(path))
+            .collect();
         let old = self.catalog();
         // Compiling the tools' schemas is CPU work (up to ~0.5 s a plugin
         // within its regex budget): on a blocking thread, so the executor
@@ -270,7 +275,9 @@ impl Registry {
         let build = {
             let (plugins, allow, version) = (plugins.clone(), self.allow.clone(), old.version + 1);
             let before = old.clone();
-            move || Catalog::build_after(version, &plugins, allow.as_deref(), Some(&before))
+            move || {
+                Catalog::build_after(version, &plugins, allow.as_deref(), Some(&before), &failing)
+            }
         };
         let new = match tokio::task::spawn_blocking(build).await {
             Ok(catalog) => catalog,
