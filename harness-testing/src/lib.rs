@@ -37,6 +37,8 @@ pub enum CursorMode {
     Repeat,
     /// Always another page with a fresh cursor.
     Endless,
+    /// The last page says `"nextCursor": ""` (some servers end a list so).
+    EmptyAtEnd,
 }
 
 #[derive(Debug, Clone)]
@@ -182,6 +184,10 @@ async fn serve(state: Arc<FakeState>, io: tokio::io::DuplexStream) {
                         (page + 1 < cfg.pages.len()).then(|| format!("p{}", page + 1))
                     }
                     CursorMode::Repeat => Some("p0".to_string()),
+                    CursorMode::EmptyAtEnd => Some(match page + 1 < cfg.pages.len() {
+                        true => format!("p{}", page + 1),
+                        false => String::new(),
+                    }),
                     CursorMode::Endless => Some(format!("p{}", page + 1)),
                 };
                 let mut result = json!({"tools": tools});

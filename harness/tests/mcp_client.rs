@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use wasm_mcp_harness::mcp::adapter::ArtifactStore;
 use wasm_mcp_harness::mcp::connection::{ConnectError, Connection, ConnectionHandle, Connector};
-use wasm_mcp_harness::mcp::discovery::{discover, DiscoveryError, MAX_PAGES};
+use wasm_mcp_harness::mcp::discovery::{discover, Discovery, DiscoveryError, MAX_PAGES};
 use wasm_mcp_harness::run::policy::{Policy, ServerPolicy};
 use wasm_mcp_harness::run::session::ToolSession;
 use wasm_mcp_harness::run::trace::Trace;
@@ -118,7 +118,7 @@ async fn pagination_and_limits() {
         ..Default::default()
     });
     let c = open(&fake).await.unwrap();
-    let tools = discover(&c, &sp(&p)).await.unwrap().tools;
+    let tools = discover(&c, &sp(&p), Discovery::First).await.unwrap().tools;
     let names: Vec<_> = tools.iter().filter_map(|t| t.remote_name()).collect();
     assert_eq!(
         names,
@@ -134,9 +134,20 @@ async fn pagination_and_limits() {
     });
     let c = open(&repeat).await.unwrap();
     assert!(matches!(
-        discover(&c, &sp(&p)).await,
+        discover(&c, &sp(&p), Discovery::First).await,
         Err(DiscoveryError::RepeatedCursor(_))
     ));
+
+    // An empty cursor ends the list, as the official SDKs read it.
+    let empty_at_end = FakeServer::new(FakeConfig {
+        pages: vec![vec![tool("read_file")], vec![tool("list_dir")]],
+        cursor_mode: CursorMode::EmptyAtEnd,
+        ..Default::default()
+    });
+    let c = open(&empty_at_end).await.unwrap();
+    let found = discover(&c, &sp(&p), Discovery::First).await.unwrap();
+    assert_eq!(found.tools.len(), 2);
+    assert_eq!(empty_at_end.0.list_requests.load(Ordering::SeqCst), 2);
 
     let endless = FakeServer::new(FakeConfig {
         cursor_mode: CursorMode::Endless,
@@ -144,7 +155,7 @@ async fn pagination_and_limits() {
     });
     let c = open(&endless).await.unwrap();
     assert!(matches!(
-        discover(&c, &sp(&p)).await,
+        discover(&c, &sp(&p), Discovery::First).await,
         Err(DiscoveryError::TooManyPages)
     ));
     assert_eq!(endless.0.list_requests.load(Ordering::SeqCst), MAX_PAGES);
@@ -156,7 +167,7 @@ async fn pagination_and_limits() {
     });
     let c = open(&big).await.unwrap();
     assert!(matches!(
-        discover(&c, &sp(&p)).await,
+        discover(&c, &sp(&p), Discovery::First).await,
         Err(DiscoveryError::TooManyTools)
     ));
 
@@ -169,7 +180,7 @@ async fn pagination_and_limits() {
     });
     let c = open(&dup).await.unwrap();
     assert!(
-        matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::DuplicateName(n)) if n == "read_file")
+        matches!(discover(&c, &sp(&p), Discovery::First).await, Err(DiscoveryError::DuplicateName(n)) if n == "read_file")
     );
 
     let mut bad = tool("read_file");
@@ -179,7 +190,7 @@ async fn pagination_and_limits() {
         ..Default::default()
     });
     let c = open(&bad_schema).await.unwrap();
-    let e = discover(&c, &sp(&p)).await.unwrap_err();
+    let e = discover(&c, &sp(&p), Discovery::First).await.unwrap_err();
     assert!(
         matches!(e, DiscoveryError::NonObjectInputSchema { .. }),
         "{e}"
@@ -191,7 +202,7 @@ async fn pagination_and_limits() {
     });
     let c = open(&missing).await.unwrap();
     assert!(
-        matches!(discover(&c, &sp(&p)).await, Err(DiscoveryError::MissingAllowedTools(m)) if m == ["list_dir"])
+        matches!(discover(&c, &sp(&p), Discovery::First).await, Err(DiscoveryError::MissingAllowedTools(m)) if m == ["list_dir"])
     );
 }
 
@@ -666,9 +677,11 @@ async fn oversized_or_garbage_frames_fail_their_call_promptly() {
     );
     s.shutdown().await;
 
+    // A broken frame naming no id (a line that does not start as JSON does
+    // is a server's stray output, skipped: `frame_guard`).
     cfg.behaviors.insert(
         "read_file".into(),
-        Behavior::RawLine("garbage, no id".into()),
+        Behavior::RawLine(r#"{"jsonrpc":"2.0","result":{"content":"#.into()),
     );
     let fake = FakeServer::new(cfg);
     let (mut s, _t, _d) = session(&fake, toml_timeout(&slow)).await;

@@ -127,14 +127,19 @@ impl Connector for ChildConnector {
                 program: self.spec.program.clone(),
                 source,
             };
-            let stderr = match &self.stderr_log {
-                Some(p) => Stdio::from(
-                    std::fs::OpenOptions::new()
+            let log = match &self.stderr_log {
+                Some(p) => Some(
+                    tokio::fs::OpenOptions::new()
                         .create(true)
                         .append(true)
                         .open(p)
+                        .await
                         .map_err(spawn_err)?,
                 ),
+                None => None,
+            };
+            let stderr = match log {
+                Some(_) => Stdio::piped(),
                 None => Stdio::inherit(),
             };
             let mut cmd = tokio::process::Command::new(&self.spec.program);
@@ -150,6 +155,9 @@ impl Connector for ChildConnector {
                 .process_group(0)
                 .kill_on_drop(true);
             let mut child = cmd.spawn().map_err(spawn_err)?;
+            if let (Some(log), Some(from)) = (log, child.stderr.take()) {
+                tokio::spawn(keep_stderr(from, log, MAX_STDERR_LOG_BYTES));
+            }
             let stdin = child.stdin.take().expect("piped stdin");
             let stdout = child.stdout.take().expect("piped stdout");
             Ok(Conduit::Stdio {
@@ -159,6 +167,38 @@ impl Connector for ChildConnector {
             })
         })
     }
+}
+
+/// Most bytes of a server's stderr kept in its log file per connection: a
+/// server writing 50 MB there wrote a 50 MB file (a helper's find), and
+/// nothing bounded it.
+pub const MAX_STDERR_LOG_BYTES: u64 = 8 << 20;
+
+/// Copies `from` (a server's stderr) into `log` up to `max` bytes, then a
+/// line saying how much more there was; the rest is read and dropped, so
+/// the server never blocks on a full pipe.
+async fn keep_stderr(mut from: tokio::process::ChildStderr, mut log: tokio::fs::File, max: u64) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut kept = 0u64;
+    let mut dropped = 0u64;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let keep = (max - kept).min(n as u64) as usize;
+        if keep > 0 && log.write_all(&buf[..keep]).await.is_err() {
+            return;
+        }
+        kept += keep as u64;
+        dropped += (n - keep) as u64;
+    }
+    if dropped > 0 {
+        let note = format!("\n[wasm-agent: {dropped} more bytes of this server's stderr were not kept (at most {max} per connection)]\n");
+        let _ = log.write_all(note.as_bytes()).await;
+    }
+    let _ = log.flush().await;
 }
 
 /// Client-side handler: records `notifications/tools/list_changed`.
@@ -559,5 +599,37 @@ impl ConnectionHandle {
         if let Some(owner) = self.0.owner.lock().await.take() {
             let _ = tokio::time::timeout(Duration::from_secs(10), owner).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod stderr_tests {
+    use super::*;
+
+    /// A server's stderr is kept up to the bound, then noted, and read to
+    /// its end (the server is never blocked by a full pipe).
+    #[tokio::test]
+    async fn a_server_s_stderr_is_kept_up_to_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.stderr.log");
+        let log = tokio::fs::File::create(&path).await.unwrap();
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", "head -c 300000 /dev/zero | tr '\\0' x >&2; echo done"])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let from = child.stderr.take().unwrap();
+        keep_stderr(from, log, 1000).await;
+        let out = child.wait_with_output().await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(&"x".repeat(1000)), "{}", &text[..50]);
+        assert!(
+            text.contains("299000 more bytes of this server's stderr were not kept"),
+            "{}",
+            &text[1000..]
+        );
+        assert!(text.len() < 1200, "{}", text.len());
     }
 }

@@ -159,7 +159,11 @@ pub async fn list_all(
                 }),
             }
         }
-        let Some(c) = page.next_cursor else { break };
+        // An empty cursor ends the list, as the official SDKs read it (a
+        // server sending `"nextCursor": ""` was refused as repeating it).
+        let Some(c) = page.next_cursor.filter(|c| !c.is_empty()) else {
+            break;
+        };
         if !seen_cursors.insert(c.clone()) {
             return Err(DiscoveryError::RepeatedCursor(c));
         }
@@ -173,11 +177,23 @@ fn is_object_schema(v: &Value) -> bool {
     wasm_mcp_protocol::is_object_schema(v, MissingType::Allow)
 }
 
+/// Which discovery of a server this is. The policy's allowed tools must
+/// all be there at the first; at a later one (after `list_changed` or a
+/// reconnect) one that went away is skipped with a reason, and the run goes
+/// on with the others: the run failed when its own server's hot reload
+/// removed one allowed tool (a helper's find).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Discovery {
+    First,
+    Again,
+}
+
 /// Apply policy and checks to a listing: broken entries the policy would
 /// expose refuse the server, naming the tool; the others are skipped.
 pub fn select_listing(
     policy: &ServerPolicy,
     listing: Listing,
+    when: Discovery,
 ) -> Result<Selection, DiscoveryError> {
     let mut skipped = Vec::new();
     for b in listing.broken {
@@ -194,7 +210,7 @@ pub fn select_listing(
             }),
         }
     }
-    let mut selection = select(policy, listing.tools)?;
+    let mut selection = select(policy, listing.tools, when)?;
     skipped.append(&mut selection.skipped);
     selection.skipped = skipped;
     Ok(selection)
@@ -207,7 +223,11 @@ pub fn select_listing(
 /// (a duplicate name, a schema the client cannot compile) skips that tool;
 /// the same problem with an exposed tool refuses the server. Tools that must
 /// be called as tasks are skipped: the harness does not make task calls.
-pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, DiscoveryError> {
+pub fn select(
+    policy: &ServerPolicy,
+    raw: Vec<ListedTool>,
+    when: Discovery,
+) -> Result<Selection, DiscoveryError> {
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for t in &raw {
         *counts.entry(t.name.as_str()).or_default() += 1;
@@ -218,15 +238,22 @@ pub fn select(policy: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, 
         .filter(|t| !counts.contains_key(*t))
         .map(str::to_string)
         .collect();
+    let mut out = Selection::default();
     if !missing.is_empty() {
-        return Err(DiscoveryError::MissingAllowedTools(missing));
+        if when == Discovery::First {
+            return Err(DiscoveryError::MissingAllowedTools(missing));
+        }
+        out.skipped
+            .extend(missing.into_iter().map(|name| SkippedTool {
+                reason: "allowed by the policy, and no longer on the server".into(),
+                name,
+            }));
     }
     let duplicates: HashSet<String> = counts
         .into_iter()
         .filter(|(_, n)| *n > 1)
         .map(|(name, _)| name.to_string())
         .collect();
-    let mut out = Selection::default();
     let mut budget = SchemaBudget::PER_SOURCE;
     for t in raw {
         if !policy.is_exposed(&t.name) {
@@ -319,9 +346,10 @@ fn compile_schema(
 pub async fn discover(
     conn: &ConnectionHandle,
     policy: &ServerPolicy,
+    when: Discovery,
 ) -> Result<Selection, DiscoveryError> {
     let listing = list_all(conn, policy.request_timeout()).await?;
-    select_listing(policy, listing)
+    select_listing(policy, listing, when)
 }
 
 #[cfg(test)]
@@ -335,6 +363,32 @@ mod tests {
             "[[servers]]\nid='ws'\ncommand='x'\nargs=['--worktree','{{worktree}}']\nallowed_tools={allowed:?}\ndenied_tools=['secret']\n"
         );
         Policy::from_toml(&toml).unwrap().servers.remove(0)
+    }
+
+    /// The first discovery of a server (its allowed tools must be there).
+    fn select(p: &ServerPolicy, raw: Vec<ListedTool>) -> Result<Selection, DiscoveryError> {
+        super::select(p, raw, Discovery::First)
+    }
+
+    fn select_listing(p: &ServerPolicy, l: Listing) -> Result<Selection, DiscoveryError> {
+        super::select_listing(p, l, Discovery::First)
+    }
+
+    /// After `list_changed`, an allowed tool that went away is skipped
+    /// with its reason; the first discovery refuses the server for it.
+    #[test]
+    fn an_allowed_tool_gone_at_a_later_discovery_is_skipped() {
+        let p = policy(&["a", "b"]);
+        let listed = || vec![raw("a", obj())];
+        assert!(matches!(
+            select(&p, listed()),
+            Err(DiscoveryError::MissingAllowedTools(m)) if m == ["b"]
+        ));
+        let again = super::select(&p, listed(), Discovery::Again).unwrap();
+        assert_eq!(again.tools.len(), 1);
+        assert_eq!(again.skipped.len(), 1);
+        assert_eq!(again.skipped[0].name, "b");
+        assert!(again.skipped[0].reason.contains("no longer on the server"));
     }
 
     fn raw(name: &str, schema: Value) -> ListedTool {

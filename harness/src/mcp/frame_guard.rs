@@ -12,7 +12,12 @@
 //!   most servers write `{"jsonrpc":"2.0","id":…` first), so that one call
 //!   fails promptly with a clear message;
 //! * if no id can be found, the stream is ended (logged): the connection is
-//!   lost and every pending call fails at once instead of timing out.
+//!   lost and every pending call fails at once instead of timing out;
+//! * a line that does not start as JSON does (`{` or `[`) is not a frame at
+//!   all but a server's stray output (a banner, a log line on stdout): it
+//!   is skipped (logged, then at each power of two), as the official SDKs
+//!   skip it. Such a server ended its connection here and worked in every
+//!   other client (a helper's find).
 
 use rmcp::service::{RoleClient, RxJsonRpcMessage};
 use serde_json::{json, Value};
@@ -52,6 +57,7 @@ enum Frame {
 
 async fn pump(inner: Reader, mut out: DuplexStream, max_frame: usize) {
     let mut reader = BufReader::new(inner);
+    let mut stray = 0u64;
     loop {
         let frame = match read_frame(&mut reader, max_frame).await {
             Ok(Some(f)) => f,
@@ -61,6 +67,17 @@ async fn pump(inner: Reader, mut out: DuplexStream, max_frame: usize) {
                 return;
             }
         };
+        if let Some(head) = stray_output(&frame) {
+            stray += 1;
+            if stray.is_power_of_two() {
+                let head = String::from_utf8_lossy(head);
+                tracing::warn!(
+                    lines = stray,
+                    "the server wrote a line that is not JSON-RPC on its stdout; skipped: {head:?}"
+                );
+            }
+            continue;
+        }
         let Some(line) = vet(frame, max_frame) else {
             return; // broken: EOF for rmcp, pending calls fail now
         };
@@ -103,6 +120,20 @@ async fn read_frame(reader: &mut BufReader<Reader>, max: usize) -> std::io::Resu
                 }
             }));
         }
+    }
+}
+
+/// The head of `frame` (at most 120 bytes) when it is not a frame at all:
+/// not blank, and not starting as a JSON object or array does.
+fn stray_output(frame: &Frame) -> Option<&[u8]> {
+    let bytes = match frame {
+        Frame::Whole(line) => line.as_slice(),
+        Frame::Oversized { head, .. } => head.as_slice(),
+    };
+    let start = skip_ws(bytes);
+    match start.first() {
+        None | Some(b'{') | Some(b'[') => None,
+        Some(_) => Some(&start[..start.len().min(120)]),
     }
 }
 
@@ -297,11 +328,22 @@ mod tests {
     #[tokio::test]
     async fn a_bad_frame_without_an_id_ends_the_stream() {
         let out = through(
-            b"garbage\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec(),
+            b"{\"jsonrpc\":\"2.0\",\"result\"\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n"
+                .to_vec(),
             200,
         )
         .await;
         assert_eq!(out, "");
+    }
+
+    /// A server's banner or log line on stdout is skipped, as the official
+    /// SDKs skip it; the frames around it pass.
+    #[tokio::test]
+    async fn stray_output_is_skipped() {
+        let ok = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}";
+        let input = format!("Server v1.2 starting...\n{ok}\n  INFO listening\n{ok}\n");
+        let out = through(input.into_bytes(), 200).await;
+        assert_eq!(out, format!("{ok}\n{ok}\n"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::mcp::adapter::{tools_from_catalog, ArtifactStore};
 use crate::mcp::connection::{ConnState, ConnectError, Connection, ConnectionHandle, Connector};
-use crate::mcp::discovery::{discover, DiscoveryError};
+use crate::mcp::discovery::{discover, Discovery, DiscoveryError};
 use crate::run::policy::Policy;
 use crate::run::trace::Trace;
 use crate::tools::catalog::{Catalog, CatalogSnapshot};
@@ -118,24 +118,23 @@ impl ToolSession {
             s.shutdown().await;
             return Err(e);
         }
-        if let Err(e) = s.rebuild().await {
+        if let Err(e) = s.rebuild(Discovery::First).await {
             s.shutdown().await;
             return Err(e);
         }
         Ok(s)
     }
 
-    async fn discover_all(&self) -> Result<Vec<Tool>, SessionError> {
+    async fn discover_all(&self, when: Discovery) -> Result<Vec<Tool>, SessionError> {
         let mut tools = Vec::new();
         for slot in &self.slots {
             let sp = self.policy.server(&slot.id).expect("slot from policy");
-            let found =
-                discover(&slot.conn, sp)
-                    .await
-                    .map_err(|problem| SessionError::Discovery {
-                        server: slot.id.clone(),
-                        problem,
-                    })?;
+            let found = discover(&slot.conn, sp, when).await.map_err(|problem| {
+                SessionError::Discovery {
+                    server: slot.id.clone(),
+                    problem,
+                }
+            })?;
             for skipped in &found.skipped {
                 self.trace.record(
                     "tool_skipped",
@@ -148,12 +147,12 @@ impl ToolSession {
     }
 
     /// Rediscover all servers and swap catalog + pipeline tools atomically.
-    async fn rebuild(&mut self) -> Result<(), SessionError> {
+    async fn rebuild(&mut self, when: Discovery) -> Result<(), SessionError> {
         // Clear flags first: a change arriving during discovery re-marks dirty.
         for s in &self.slots {
             s.conn.take_list_changed();
         }
-        let tools = self.discover_all().await?;
+        let tools = self.discover_all(when).await?;
         let version = self.catalog.refresh(tools)?;
         let conns: HashMap<String, ConnectionHandle> = self
             .slots
@@ -210,7 +209,7 @@ impl ToolSession {
             }
         }
         if dirty {
-            self.rebuild().await?;
+            self.rebuild(Discovery::Again).await?;
         }
         Ok(())
     }
