@@ -601,12 +601,7 @@ fn a_compile_bomb_is_refused_before_it_is_compiled() {
 /// plugin's `read_file` is timed.
 #[test]
 fn listings_do_not_hold_up_other_calls() {
-    let wt = worktree();
-    let many = wt.path().join("many");
-    std::fs::create_dir(&many).unwrap();
-    for i in 0..60_000 {
-        std::fs::File::create(many.join(format!("f{i}"))).unwrap();
-    }
+    let wt = worktree_with_many_files(60_000);
     let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
     let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--timeout-ms", "30000"]);
     let reads = |s: &mut Server| -> Vec<Duration> {
@@ -656,6 +651,17 @@ fn listings_do_not_hold_up_other_calls() {
     assert!(s.shutdown().success());
 }
 
+/// A worktree with a directory `many` of `n` empty files.
+fn worktree_with_many_files(n: usize) -> tempfile::TempDir {
+    let wt = worktree();
+    let many = wt.path().join("many");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..n {
+        std::fs::File::create(many.join(format!("f{i}"))).unwrap();
+    }
+    wt
+}
+
 /// A cancelled listing ends with its call: it ran on a blocking task of its
 /// own, which went on when the call was dropped, its slot freed; clients
 /// cancelling listings of a large directory piled up 300 threads and slowed
@@ -665,12 +671,7 @@ fn listings_do_not_hold_up_other_calls() {
 /// has meanwhile stay near what two calls need.
 #[test]
 fn a_cancelled_listing_ends_with_its_call() {
-    let wt = worktree();
-    let many = wt.path().join("many");
-    std::fs::create_dir(&many).unwrap();
-    for i in 0..120_000 {
-        std::fs::File::create(many.join(format!("f{i}"))).unwrap();
-    }
+    let wt = worktree_with_many_files(120_000);
     let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
     let args = ["--timeout-ms", "30000", "--max-concurrency", "2"];
     let (mut s, _) = Server::start(wt.path(), plugins.path(), &args);
