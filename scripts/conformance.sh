@@ -29,6 +29,8 @@ APPLICABLE=(
     tools-call-error
     json-schema-2020-12
     dns-rebinding-protection
+    server-sse-polling
+    server-sse-multiple-streams
 )
 
 if [ ! -x "$NODE" ] || [ ! -f "$SUITE" ]; then
