@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
 use serde_json::Value;
-use wasm_mcp_protocol::{check_result, compile_schema, decode_cursor, encode_cursor, parse_object_schema, schema_regex, validate};
+use wasm_mcp_protocol::{check_result, compile_schema, decode_cursor, encode_cursor, parse_object_schema, schema_regex, validate, SchemaUse};
 
 struct Tool {
     name: String,
@@ -24,11 +24,15 @@ fn tools() -> &'static [Tool] {
         let defs: Vec<Value> = serde_json::from_str(include_str!("../workspace-tools.json")).unwrap();
         defs.iter()
             .map(|t| {
-                let schema = |k: &str| {
+                let schema = |k: &str, schema_use: SchemaUse| {
                     let obj = parse_object_schema(&t[k].to_string(), k).unwrap();
-                    compile_schema(&obj, k).unwrap()
+                    compile_schema(&obj, k, schema_use).unwrap()
                 };
-                Tool { name: t["name"].as_str().unwrap().to_string(), input: schema("inputSchema"), output: schema("outputSchema") }
+                Tool {
+                    name: t["name"].as_str().unwrap().to_string(),
+                    input: schema("inputSchema", SchemaUse::Arguments),
+                    output: schema("outputSchema", SchemaUse::Results),
+                }
             })
             .collect()
     })
