@@ -189,8 +189,8 @@ fn a_failure_too_costly_to_explain_is_reported_without_its_errors() {
     assert!(s.shutdown().success());
 }
 
-/// One plugin floods the validation threads with results whose checks
-/// are slow but each within its price (`slow_check_result`, priced just
+/// One plugin's calls flood the validation threads with checks that are
+/// slow but each within its price (`slow_check_args`, arguments priced just
 /// under the budget); another plugin's call, whose result is checked off
 /// the executor too, still succeeds: the flood holds only its own lane
 /// (half of the threads). When the threads were one queue, the second
@@ -207,16 +207,18 @@ fn one_plugins_slow_checks_do_not_fail_another_plugins_calls() {
     let (mut s, _log) = Server::start_logged(wt.path(), dir.path(), &[]);
     let listed = s.call("list_dir", json!({"path": "many"}));
     assert!(!is_error(&listed), "{listed}");
-    assert_checked_off_the_executor(&mut s, "list_dir", &listed["structuredContent"]);
-    // The flood's results are checked, not refused by their price.
+    let results = wasm_mcp_protocol::SchemaUse::Results;
+    assert_checked_off_the_executor(&mut s, "list_dir", results, &listed["structuredContent"]);
+    // The flood's arguments are checked, not refused by their price.
     let slow = json!({"a": vec![1.7e308; 6000]});
-    assert_checked_off_the_executor(&mut s, "slow_check_result", &slow);
+    let arguments = wasm_mcp_protocol::SchemaUse::Arguments;
+    assert_checked_off_the_executor(&mut s, "slow_check_args", arguments, &slow);
     let flood_wave = |s: &mut Server| -> Vec<u64> {
         (0..48)
             .map(|_| {
                 s.send_request(
                     "tools/call",
-                    json!({"name": "slow_check_result", "arguments": {}}),
+                    json!({"name": "slow_check_args", "arguments": slow}),
                 )
             })
             .collect()
@@ -269,15 +271,25 @@ fn read_until(
     }
 }
 
-/// `value`, the result of `tool`, is priced over the inline band and within
-/// the budget: its check runs on the validation threads.
-fn assert_checked_off_the_executor(s: &mut Server, tool: &str, value: &Value) {
+/// `value`, the arguments or the result of `tool` (`schema_use`), is priced
+/// over the inline band and within the budget: its check runs on the
+/// validation threads.
+fn assert_checked_off_the_executor(
+    s: &mut Server,
+    tool: &str,
+    schema_use: wasm_mcp_protocol::SchemaUse,
+    value: &Value,
+) {
     let tools = s.list_all_tools();
     let listed = tools.iter().find(|t| t["name"] == tool).unwrap();
+    let which = match schema_use {
+        wasm_mcp_protocol::SchemaUse::Arguments => "inputSchema",
+        wasm_mcp_protocol::SchemaUse::Results => "outputSchema",
+    };
     let schema = wasm_mcp_protocol::CheckedSchema::compile(
-        &listed["outputSchema"],
+        &listed[which],
         &wasm_mcp_protocol::SchemaLimits::default(),
-        wasm_mcp_protocol::SchemaUse::Results,
+        schema_use,
     )
     .unwrap();
     let v = wasm_mcp_protocol::Validation::shared();

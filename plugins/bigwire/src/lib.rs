@@ -10,10 +10,12 @@
 //! it: ~7 s when the host priced a string as one node and ran it inline).
 //! And a 4 MiB string that fails all 490 branches of an `anyOf` (no
 //! keyword reads it, so checking it is cheap; explaining the failure copied
-//! it once per branch: ~1 s and ~2.4 GB inline). And a result whose check
+//! it once per branch: ~1 s and ~2.4 GB inline). And arguments whose check
 //! is slow within its price (60,000 fractional `multipleOf` checks of
-//! floats near 1e308, priced just under the budget: ~0.14 s each in a
-//! release build), to flood the validation threads with. And a result of
+//! floats near 1e308 by the exact rule arguments keep, priced just under
+//! the budget: ~0.14 s each in a release build), to flood the validation
+//! threads with (results are checked by floating-point division, as MCP
+//! clients check them, which is fast). And a result of
 //! 5 MiB that takes ~500 MB once parsed (`{"":0}` is 7 bytes of text and
 //! ~680 bytes of `serde_json::Value`).
 
@@ -31,7 +33,7 @@ pub const WIRE_TOOLS: &[&str] = &[
     "violating_result",
     "costly_result",
     "branching_result",
-    "slow_check_result",
+    "slow_check_args",
     "object_flood_result",
 ];
 /// Filler tools: with the wire tools, 306 declared.
@@ -73,7 +75,11 @@ pub fn tools() -> Vec<Tool> {
         .into_iter()
         .map(|name| {
             let key = name.clone();
-            let tool = Tool::raw(name, json!({"type": "object"}), move |_| run(&key))
+            let input = match name.as_str() {
+                "slow_check_args" => slow_check_schema(),
+                _ => json!({"type": "object"}),
+            };
+            let tool = Tool::raw(name, input, move |_| run(&key))
                 .description("bigwire test tool")
                 .read_only()
                 .idempotent();
@@ -84,7 +90,6 @@ pub fn tools() -> Vec<Tool> {
                 })),
                 "costly_result" => tool.output_schema(costly_schema()),
                 "branching_result" => tool.output_schema(branching_schema()),
-                "slow_check_result" => tool.output_schema(slow_check_schema()),
                 _ => tool,
             }
         })
@@ -131,7 +136,6 @@ fn run(name: &str) -> Result<String, ToolError> {
         "costly_result" | "branching_result" => {
             Ok(format!("{{\"s\":\"{}\"}}", "a".repeat(4 << 20)))
         }
-        "slow_check_result" => Ok(json!({"a": vec![1.7e308; 6000]}).to_string()),
         "object_flood_result" => Ok(object_flood((5 << 20) - 4096)),
         _ => Ok("{}".into()),
     }
