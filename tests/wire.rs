@@ -282,12 +282,9 @@ fn assert_checked_off_the_executor(
 ) {
     let tools = s.list_all_tools();
     let listed = tools.iter().find(|t| t["name"] == tool).unwrap();
-    let which = match schema_use {
-        wasm_mcp_protocol::SchemaUse::Arguments => "inputSchema",
-        wasm_mcp_protocol::SchemaUse::Results => "outputSchema",
-    };
+    let which = format!("{}Schema", schema_use.side());
     let schema = wasm_mcp_protocol::CheckedSchema::compile(
-        &listed[which],
+        &listed[&which],
         &wasm_mcp_protocol::SchemaLimits::default(),
         schema_use,
     )

@@ -250,8 +250,16 @@ fn scratch_file(dir: Option<&Path>, tier: CodeTier) -> Result<PathBuf> {
     let dir = dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let n = N.fetch_add(1, Ordering::Relaxed);
-    Ok(dir.join(format!(".compiling-{}-{n}-{tier:?}", std::process::id())))
+    Ok(dir.join(format!(
+        "{COMPILING_PREFIX}{}-{n}-{tier:?}",
+        std::process::id()
+    )))
 }
+
+/// How a compile child's unplaced output is named, and a cache entry being
+/// written ([`write_atomic`]).
+const COMPILING_PREFIX: &str = ".compiling-";
+const WRITING_PREFIX: &str = ".tmp-";
 
 /// Refuses a cache directory inside `worktree`: a cache entry is native
 /// code the server maps as it is, and a plugin with write access to the
@@ -300,7 +308,7 @@ pub fn remove_abandoned_outputs(dir: &Path, age: Duration) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if !(name.starts_with(".compiling-") || name.starts_with(".tmp-")) {
+        if !(name.starts_with(COMPILING_PREFIX) || name.starts_with(WRITING_PREFIX)) {
             continue;
         }
         let old = entry
@@ -322,7 +330,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().context("cache path has no parent")?;
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(
-        ".tmp-{}-{}",
+        "{WRITING_PREFIX}{}-{}",
         std::process::id(),
         path.file_name().unwrap().to_string_lossy()
     ));

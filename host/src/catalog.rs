@@ -138,13 +138,10 @@ fn load_schema(
     schema_use: SchemaUse,
     budget: &mut SchemaBudget,
 ) -> Result<(Map<String, Value>, Arc<CheckedSchema>)> {
-    let what = match schema_use {
-        SchemaUse::Arguments => "input-schema",
-        SchemaUse::Results => "output-schema",
-    };
+    let what = format!("{}-schema", schema_use.side());
     let limits = SchemaLimits::default();
     check_schema_text(text, &limits).with_context(|| format!("{what} refused"))?;
-    let obj = parse_object_schema(text, what)?;
+    let obj = parse_object_schema(text, &what)?;
     let schema = Value::Object(obj.clone());
     let checked = CheckedSchema::compile_within(&schema, &limits, schema_use, budget).map_err(
         |e| match e {

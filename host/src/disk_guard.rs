@@ -14,7 +14,6 @@
 //! `insufficient-space` (`file-too-large` for the size limit) and the call
 //! remembers why, so the host reports `quota_exceeded`.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -208,7 +207,10 @@ impl GuardedFs<'_> {
         let listing = self.fs.table.push(Descriptor::Dir(copy))?;
         let at = Resource::new_borrow(listing.rep());
         let listed = match inline {
-            true => listed_in_the_call(|| futures_lite_block_on(self.fs.read_directory(at))),
+            // Done at the first poll (the copy may block its thread).
+            true => listed_in_the_call(|| {
+                tokio::runtime::Handle::current().block_on(self.fs.read_directory(at))
+            }),
             false => self.fs.read_directory(at).await,
         };
         self.fs.table.delete(listing)?;
@@ -695,20 +697,6 @@ fn listed_in_the_call<T>(list: impl FnOnce() -> T) -> T {
     match listing_may_block_the_call() {
         true => tokio::task::block_in_place(list),
         false => list(),
-    }
-}
-
-/// Polls `future` to its end on this thread. For wasmtime-wasi's listing of
-/// a directory that may block its thread: it completes in its first poll.
-fn futures_lite_block_on<F: Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let waker = std::task::Waker::noop();
-    let mut cx = std::task::Context::from_waker(waker);
-    loop {
-        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::yield_now();
     }
 }
 

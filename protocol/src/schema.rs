@@ -51,6 +51,17 @@ pub enum SchemaUse {
     Results,
 }
 
+impl SchemaUse {
+    /// Which of a tool's schemas it is, `input` or `output`, as messages
+    /// name it (`input-schema` in the WIT, `inputSchema` in MCP).
+    pub fn side(self) -> &'static str {
+        match self {
+            SchemaUse::Arguments => "input",
+            SchemaUse::Results => "output",
+        }
+    }
+}
+
 /// Compile a JSON Schema (no remote references are resolved).
 pub fn compile_schema(
     obj: &Map<String, Value>,

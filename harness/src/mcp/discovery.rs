@@ -329,10 +329,7 @@ fn compile_schema(
     schema: &Value,
     budget: &mut SchemaBudget,
 ) -> Result<Arc<CheckedSchema>, DiscoveryError> {
-    let which = match schema_use {
-        SchemaUse::Arguments => "input",
-        SchemaUse::Results => "output",
-    };
+    let which = schema_use.side();
     CheckedSchema::compile_within(schema, &SchemaLimits::default(), schema_use, budget)
         .map(Arc::new)
         .map_err(|e| DiscoveryError::InvalidSchema {

@@ -32,7 +32,6 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
 use axum::Router;
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -127,7 +126,17 @@ struct ConnState {
     serving: AtomicUsize,
     /// When it last began to wait for a request, in µs since `epoch`.
     waiting_since: AtomicU64,
+    /// The table's `Connections::epoch`.
+    epoch: Instant,
     evict: CancellationToken,
+}
+
+impl ConnState {
+    /// Marks the connection waiting for a request from now on.
+    fn waiting_from_now(&self) {
+        let now = self.epoch.elapsed().as_micros() as u64;
+        self.waiting_since.store(now, Ordering::Release);
+    }
 }
 
 /// One admitted connection: its slot and its entry, given back on drop.
@@ -155,10 +164,6 @@ impl Connections {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_micros() as u64
-    }
-
     /// A slot for a new connection: a free one, or the one of the
     /// connection that has waited longest for a request, closed for it;
     /// `None` when every connection is serving one.
@@ -177,9 +182,11 @@ impl Connections {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(ConnState {
             serving: AtomicUsize::new(0),
-            waiting_since: AtomicU64::new(self.now()),
+            waiting_since: AtomicU64::new(0),
+            epoch: self.epoch,
             evict: CancellationToken::new(),
         });
+        state.waiting_from_now();
         self.table().insert(id, state.clone());
         Some(Conn {
             id,
@@ -210,7 +217,6 @@ impl Conn {
         Serving {
             app,
             state: self.state.clone(),
-            epoch: self.connections.epoch,
         }
     }
 }
@@ -226,20 +232,15 @@ impl Drop for Conn {
 struct Serving {
     app: Router,
     state: Arc<ConnState>,
-    epoch: Instant,
 }
 
 /// Held while a request is served; its drop marks the connection waiting.
-struct Busy {
-    state: Arc<ConnState>,
-    epoch: Instant,
-}
+struct Busy(Arc<ConnState>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        let now = self.epoch.elapsed().as_micros() as u64;
-        self.state.waiting_since.store(now, Ordering::Release);
-        self.state.serving.fetch_sub(1, Ordering::AcqRel);
+        self.0.waiting_from_now();
+        self.0.serving.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -255,19 +256,11 @@ impl tower::Service<Request<Incoming>> for Serving {
 
     fn call(&mut self, req: Request<Incoming>) -> Self::Future {
         self.state.serving.fetch_add(1, Ordering::AcqRel);
-        let busy = Busy {
-            state: self.state.clone(),
-            epoch: self.epoch,
-        };
+        let busy = Busy(self.state.clone());
         let app = self.app.clone();
         Box::pin(async move {
             let response = app.oneshot(req.map(Body::new)).await?;
-            Ok(response.map(|body| {
-                Body::new(body.map_frame(move |frame| {
-                    let _busy = &busy;
-                    frame
-                }))
-            }))
+            Ok(response.map(|body| super::holding(body, busy)))
         })
     }
 }

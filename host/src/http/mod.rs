@@ -346,14 +346,20 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             }
             // The slot is freed when the response body is done or dropped
             // and the request has stopped running ([`Running`]).
-            let body = body.map_frame(move |frame| {
-                let _held = (&running, &listener, &stream);
-                frame
-            });
-            Response::from_parts(parts, Body::new(body))
+            let body = holding(body, (running, listener, stream));
+            Response::from_parts(parts, body)
         }
         Err(resp) => resp,
     }
+}
+
+/// `body`, with `held` kept until it is done or dropped (how a response
+/// holds a request's slots, and marks its connection serving).
+fn holding<T: Send + Sync + 'static>(body: Body, held: T) -> Body {
+    Body::new(body.map_frame(move |frame| {
+        let _held = &held;
+        frame
+    }))
 }
 
 /// What a request holds while it runs: its in-flight slot and its id in
@@ -613,9 +619,9 @@ fn unauthorized(gate: &Gate, e: &AuthError) -> Response {
 }
 
 /// Closes the connection after a refusal of who is asking (401, 403) and
-/// after a 503 (see [`busy`]): a client without a token kept 256 keep-alive connections open by asking
-/// again every 5 s, and clients with the token got no connection (a
-/// helper's find).
+/// after a 503 (see [`busy`]): a client without a token kept 256
+/// keep-alive connections open by asking again every 5 s, and clients with
+/// the token got no connection (a helper's find).
 const CLOSE: [(header::HeaderName, &str); 1] = [(header::CONNECTION, "close")];
 
 /// Step 5: a JWT grant calling a tool that needs a scope it lacks → 403.
