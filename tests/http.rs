@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use reqwest::Method;
 use serde_json::{json, Value};
 
 mod support;
@@ -524,6 +525,131 @@ async fn jwts_are_validated_and_tool_scopes_enforced() {
     .await;
     assert_eq!(meta["authorization_servers"], json!([ISSUER]));
     assert_eq!(meta["scopes_supported"], json!(["tools:write"]));
+}
+
+/// A 2025-11-25 session belongs to the subject whose token made it (the
+/// spec's SHOULD: session ids bound to who the user is). Another subject's
+/// valid token naming it gets 404, as for a session that does not exist:
+/// its requests, its GET stream, its DELETE, and its notifications, none
+/// run or reserve anything in it. The subject that made it goes on with a
+/// new token (as after a refresh).
+#[tokio::test]
+async fn a_session_is_used_only_by_the_subject_that_made_it() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = oauth_config(dir.path());
+    let s = HttpServer::start(
+        wt.path(),
+        plugins.path(),
+        &["--oauth-config", cfg.to_str().unwrap()],
+        &[],
+    );
+    let c = client();
+    let token_of = |sub: &str, ttl: i64| {
+        let mut cl = claims("tools:read");
+        cl["sub"] = json!(sub);
+        cl["exp"] = json!(now() + ttl);
+        jwt(&cl, "issuer-key.pem")
+    };
+    let (alice, mallory) = (token_of("alice", 600), token_of("mallory", 600));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "http-test", "version": "1"}}});
+    let r = c
+        .post(&s.url)
+        .bearer_auth(&alice)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let in_sid = |token: &str, method: Method| {
+        c.request(method, &s.url)
+            .bearer_auth(token)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", sid.as_str())
+            .header("MCP-Protocol-Version", "2025-11-25")
+    };
+    let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = in_sid(&alice, Method::POST)
+        .json(&done)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let r = in_sid(&mallory, Method::POST)
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "another subject's request in the session");
+    let r = in_sid(&mallory, Method::POST)
+        .json(&done)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "another subject's notification");
+    let r = in_sid(&mallory, Method::GET).send().await.unwrap();
+    assert_eq!(r.status(), 404, "another subject's GET stream");
+    let r = in_sid(&mallory, Method::DELETE).send().await.unwrap();
+    assert_eq!(r.status(), 404, "another subject's DELETE");
+
+    let refreshed = token_of("alice", 900);
+    assert_ne!(refreshed, alice);
+    let r = in_sid(&refreshed, Method::POST)
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        200,
+        "the session outlived the other subject's DELETE"
+    );
+    let msg = message_of(r).await;
+    assert!(
+        msg["result"]["tools"].to_string().contains("read_file"),
+        "{msg}"
+    );
+    let r = in_sid(&refreshed, Method::DELETE).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+
+    // A token with no subject is known by itself: another such token,
+    // valid, is another principal.
+    let anonymous = |ttl: i64| {
+        let mut cl = claims("tools:read");
+        cl.as_object_mut().unwrap().remove("sub");
+        cl["exp"] = json!(now() + ttl);
+        jwt(&cl, "issuer-key.pem")
+    };
+    let (first, second) = (anonymous(600), anonymous(700));
+    let r = c
+        .post(&s.url)
+        .bearer_auth(&first)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let in_sid = |token: &str| {
+        c.post(&s.url)
+            .bearer_auth(token)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", sid.as_str())
+            .header("MCP-Protocol-Version", "2025-11-25")
+    };
+    let r = in_sid(&second).json(&list).send().await.unwrap();
+    assert_eq!(r.status(), 404, "another token without a subject");
+    let r = in_sid(&first).json(&done).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let r = in_sid(&first).json(&list).send().await.unwrap();
+    assert_eq!(r.status(), 200);
 }
 
 // ---- stateless 2026-07-28 behind a load balancer ----

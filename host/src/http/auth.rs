@@ -74,6 +74,38 @@ impl Grant {
     }
 }
 
+/// Who made a request, as far as sessions go: a 2025-11-25 session is
+/// used only by the principal that made it (the spec's SHOULD: session ids
+/// bound to who the user is; a valid token of another subject that learnt
+/// the id could otherwise call, listen and end the session in its name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// The static token, or no authentication: one principal.
+    Operator,
+    /// A JWT's subject (`sub`, required by RFC 9068), by its digest: a
+    /// refreshed token of the same subject goes on using its sessions.
+    Subject([u8; 32]),
+    /// A JWT without a subject, by the token's own digest: only that
+    /// token goes on using its sessions.
+    Token([u8; 32]),
+}
+
+/// A request's verified credentials: what it may do and who it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub grant: Grant,
+    pub principal: Principal,
+}
+
+impl Verified {
+    fn operator() -> Self {
+        Verified {
+            grant: Grant::All,
+            principal: Principal::Operator,
+        }
+    }
+}
+
 /// Why a request is not authenticated (401).
 #[derive(Debug, PartialEq, Eq)]
 pub enum AuthError {
@@ -104,14 +136,14 @@ impl Authenticator {
     }
 
     /// Check the request's bearer credentials.
-    pub fn verify(&self, headers: &HeaderMap) -> Result<Grant, AuthError> {
+    pub fn verify(&self, headers: &HeaderMap) -> Result<Verified, AuthError> {
         if !self.is_enabled() {
-            return Ok(Grant::All);
+            return Ok(Verified::operator());
         }
         let token = bearer(headers)?;
         if let Some(d) = &self.token_digest {
             if constant_time_eq(&digest(token), d) {
-                return Ok(Grant::All);
+                return Ok(Verified::operator());
             }
         }
         match &self.jwt {
@@ -188,6 +220,10 @@ struct JwtVerifier {
 /// refused outright (a helper's find).
 #[derive(Deserialize)]
 struct Claims {
+    /// Any JSON (a StringOrURI by RFC 7519; read as given, never refused
+    /// for its type): only its digest is kept.
+    #[serde(default)]
+    sub: Option<serde_json::Value>,
     #[serde(default)]
     scope: Option<ScopeClaim>,
     #[serde(default)]
@@ -236,7 +272,7 @@ impl JwtVerifier {
         })
     }
 
-    fn verify(&self, token: &str) -> Result<Grant, AuthError> {
+    fn verify(&self, token: &str) -> Result<Verified, AuthError> {
         let invalid = |m: &str| AuthError::Invalid(m.to_string());
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| invalid("malformed token or unsupported algorithm"))?;
@@ -276,7 +312,14 @@ impl JwtVerifier {
                 _ => "invalid token",
             })
         })?;
-        Ok(Grant::Scopes(scopes(data.claims)))
+        let principal = match &data.claims.sub {
+            Some(sub) => Principal::Subject(digest(&sub.to_string())),
+            None => Principal::Token(digest(token)),
+        };
+        Ok(Verified {
+            grant: Grant::Scopes(scopes(data.claims)),
+            principal,
+        })
     }
 
     fn key_for(&self, kid: Option<&str>) -> Option<&(Jwk, DecodingKey)> {
@@ -368,7 +411,7 @@ mod tests {
         let a = Authenticator::new(Some("0123456789abcdef-secret".into()), None).unwrap();
         assert_eq!(
             a.verify(&with_auth("Bearer 0123456789abcdef-secret")),
-            Ok(Grant::All)
+            Ok(Verified::operator())
         );
         assert_eq!(a.verify(&HeaderMap::new()), Err(AuthError::Missing));
         for bad in [

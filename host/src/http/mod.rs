@@ -16,8 +16,11 @@
 //!    sends its body holds none; a body that is not a JSON-RPC message →
 //!    400 with the JSON-RPC error (-32700 / -32600) answering its id when
 //!    the id can be read, as on stdio;
-//! 4. a 2025-11-25 `initialize` past `--max-sessions` open sessions → 503
-//!    (each holds ~84 KB until 5 minutes idle: 30,000 took 2.5 GB);
+//! 4. a request naming a 2025-11-25 session that another principal made
+//!    (another JWT subject) → 404, as for a session that does not exist
+//!    ([`session_owners`]); a 2025-11-25 `initialize` past `--max-sessions`
+//!    open sessions → 503 (each holds ~84 KB until 5 minutes idle: 30,000
+//!    took 2.5 GB);
 //! 5. the in-flight limit → 503 with `Retry-After` (a request holds its slot
 //!    until its response body ends, so an unread large answer counts, until
 //!    its connection is closed for it; a
@@ -33,6 +36,7 @@ pub mod listener;
 pub mod listening;
 pub mod metadata;
 pub mod origin;
+mod session_owners;
 pub mod write_stall;
 
 use std::net::SocketAddr;
@@ -57,9 +61,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::repeats::Repeats;
 use crate::server::McpServer;
 use crate::stdio_reader::Answer;
-use auth::{AuthError, Authenticator, Grant, OAuthConfig};
+use auth::{AuthError, Authenticator, Grant, OAuthConfig, Verified};
 use metadata::{Resource, MCP_PATH, WELL_KNOWN};
 use origin::OriginPolicy;
+use session_owners::SessionOwners;
 
 /// Default largest request body (bytes).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
@@ -105,6 +110,7 @@ struct Gate {
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
     session_ids: SessionIds,
+    owners: SessionOwners,
     listening: Arc<listening::Listening>,
     /// Long-lived streams (GET streams, `subscriptions/listen`) open at
     /// once: [`stream_slots`] of `--max-connections`.
@@ -147,6 +153,7 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
         sessions: Arc::new(session_manager(opts.session_idle)),
         max_sessions: opts.max_sessions.max(1),
         session_ids: SessionIds::default(),
+        owners: SessionOwners::default(),
         listening: Arc::default(),
         streams: Arc::new(Semaphore::new(max_streams)),
         max_streams,
@@ -270,8 +277,8 @@ async fn guard_origin(State(gate): State<Arc<Gate>>, req: Request, next: Next) -
 
 /// Steps 2–6, the MCP endpoint.
 async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
-    let grant = match gate.auth.verify(req.headers()) {
-        Ok(g) => g,
+    let Verified { grant, principal } = match gate.auth.verify(req.headers()) {
+        Ok(v) => v,
         Err(e) => return unauthorized(&gate, &e),
     };
     let (req, requested, heavy) = match read_body(&gate, req).await {
@@ -284,6 +291,11 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    if let Some(session) = &session {
+        if !gate.owners.admits(session, &principal) {
+            return no_such_session();
+        }
+    }
     let held_id = match (&session, requested) {
         (Some(session), Some(r)) => match hold_session_id(&gate, session, r.id) {
             Ok(held) => Some(held),
@@ -329,6 +341,7 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         None => None,
     };
     let deletes = req.method() == Method::DELETE;
+    let opens = method.as_deref() == Some("initialize") && session.is_none();
     let running = Running {
         _held: Arc::new((permit, held_id)),
     };
@@ -343,6 +356,14 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             // which takes 200 or 204, log a warning at every close).
             if deletes && parts.status == StatusCode::ACCEPTED {
                 parts.status = StatusCode::NO_CONTENT;
+            }
+            if deletes && parts.status.is_success() {
+                gate.owners.forget(session.as_deref().unwrap_or_default());
+            }
+            if let Some(made) = opens.then(|| session_of(&parts.headers)).flatten() {
+                let sessions = &gate.sessions;
+                let max = gate.max_sessions;
+                gate.owners.record(made, principal, sessions, max).await;
             }
             // The slot is freed when the response body is done or dropped
             // and the request has stopped running ([`Running`]).
@@ -398,7 +419,18 @@ fn busy(what: &str) -> Response {
 async fn unknown_session(gate: &Gate, session: Option<&str>) -> Option<Response> {
     let id = session?;
     let known = gate.sessions.sessions.read().await.contains_key(id);
-    (!known).then(|| (StatusCode::NOT_FOUND, "Not Found: no such session").into_response())
+    (!known).then(no_such_session)
+}
+
+/// 404 for a session that does not exist, or is another principal's.
+fn no_such_session() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: no such session").into_response()
+}
+
+/// The session id a response names.
+fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    let id = headers.get(SESSION_HEADER)?.to_str().ok()?;
+    Some(id.to_owned())
 }
 
 /// 503 when `--max-sessions` sessions are open.
