@@ -346,8 +346,11 @@ async fn a_poisoned_dot_git_never_runs_and_is_restored_in_a_kept_worktree() {
     );
 }
 
+/// What git can read of a 30,000-level tree is committed; the rest is
+/// listed, and the worktree is kept so that nothing is lost (it is removed
+/// here with the harness's own remover, which walks it without recursion).
 #[tokio::test]
-async fn a_30000_level_tree_is_committed_or_dropped_and_removed() {
+async fn a_30000_level_tree_is_committed_and_kept_for_what_git_cannot_read() {
     let env = Env::new();
     let report = env
         .run(
@@ -370,15 +373,10 @@ async fn a_30000_level_tree_is_committed_or_dropped_and_removed() {
         "{:?}",
         c.skipped
     );
-    assert!(!report.worktree.exists(), "deep worktree not removed");
-    assert_eq!(
-        std::fs::read_dir(env.repo().join(".worktrees"))
-            .unwrap()
-            .count(),
-        0
-    );
-    let wts = git_ok(&env.repo(), &["worktree", "list", "--porcelain"]);
-    assert_eq!(wts.matches("worktree ").count(), 1, "{wts}");
+    assert!(c.files_left_out);
+    assert!(report.worktree_kept && report.worktree.exists());
+    let removed = wasm_mcp_harness::run::cleanup::remove_tree(&report.worktree);
+    assert!(!report.worktree.exists(), "{removed:?}");
 }
 
 /// `git -C dir ARGS` for a tool's own repository (author set, no user config).
@@ -754,5 +752,164 @@ async fn a_filter_driver_from_a_conditional_include_never_runs() {
             "a conditional filter driver ran ({condition}): {}",
             std::fs::read_to_string(&marker).unwrap()
         );
+    }
+}
+
+/// Adds a submodule path `vendor/lib` (a gitlink) to the base commit.
+fn add_submodule_path(repo: &Path) {
+    let recorded = git_ok(repo, &["rev-parse", "HEAD"]);
+    let gitlink = format!("160000,{recorded},vendor/lib");
+    git_ok(repo, &["update-index", "--add", "--cacheinfo", &gitlink]);
+    let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
+    git_ok(repo, &[&who[..], &["commit", "-qm", "submodule"]].concat());
+}
+
+/// A `.git` a tool wrote into a submodule path stays aside in a kept
+/// worktree: put back, the user's own `git status` at the worktree's root
+/// went into the populated submodule and ran its `core.fsmonitor` (a
+/// helper's find).
+#[tokio::test]
+async fn a_git_dir_in_a_submodule_path_stays_aside_in_a_kept_worktree() {
+    let env = Env::new();
+    add_submodule_path(&env.repo());
+    let scratch = env.dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let (script, marker) = marker_script(&scratch);
+    let act = move |wt: &Path| {
+        std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+        plant_poisoned_git_dir(&wt.join("vendor/lib/.git"), &script);
+    };
+    let report = env.run(act, |o| o.keep_worktree = true).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    assert!(
+        c.skipped.iter().any(|s| s.contains("vendor/lib/.git")),
+        "{:?}",
+        c.skipped
+    );
+    assert!(report.worktree_kept);
+    let _ = user_git(&report.worktree, &["status", "--short"]);
+    let _ = user_git(&report.worktree, &["diff"]);
+    assert!(
+        !marker.exists(),
+        "the tool's submodule config ran for the user: {}",
+        std::fs::read_to_string(&marker).unwrap()
+    );
+    assert!(!report.worktree.join("vendor/lib/.git").exists());
+}
+
+/// Files git cannot commit are listed and keep the worktree, so they are
+/// not lost with it: names git refuses (`update-index --add` passes over
+/// them with a warning and a zero status) and files written inside a
+/// submodule path (`ls-files -o` does not look there). Both were dropped
+/// without a word, the worktree removed (a helper's finds).
+#[tokio::test]
+async fn files_git_cannot_commit_keep_the_worktree() {
+    let env = Env::new();
+    add_submodule_path(&env.repo());
+    let act = |wt: &Path| {
+        std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+        for (dir, file) in [
+            (".GIT", "config"),
+            ("git~1", "plan.md"),
+            ("docs/.git.", "x"),
+        ] {
+            std::fs::create_dir_all(wt.join(dir)).unwrap();
+            std::fs::write(wt.join(dir).join(file), "work\n").unwrap();
+        }
+        std::fs::write(wt.join("vendor/lib/fix.c"), "int fix;\n").unwrap();
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let files = git_ok(&env.repo(), &["ls-tree", "-r", "--name-only", &c.commit]);
+    assert!(files.lines().any(|l| l == "NOTES.md"), "{files}");
+    for left in [
+        ".GIT/config",
+        "git~1/plan.md",
+        "docs/.git./x",
+        "vendor/lib/",
+    ] {
+        assert!(
+            c.skipped.iter().any(|s| s.starts_with(left)),
+            "{left} not reported: {:?}",
+            c.skipped
+        );
+    }
+    assert!(c.files_left_out);
+    assert!(
+        report.worktree_kept,
+        "the worktree holding them was removed"
+    );
+    assert!(report.worktree.join("git~1/plan.md").is_file());
+    assert!(report.worktree.join("vendor/lib/fix.c").is_file());
+
+    // With nothing else to commit: not saved, kept, and not ok.
+    let env = Env::new();
+    let act = |wt: &Path| {
+        std::fs::create_dir_all(wt.join("git~1")).unwrap();
+        std::fs::write(wt.join("git~1/plan.md"), "work\n").unwrap();
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(
+        matches!(&report.work.work, WorkOutcome::NotSaved { error } if error.contains("git~1/plan.md")),
+        "{:?}",
+        report.work.work
+    );
+    assert!(!report.ok());
+    assert!(report.worktree.join("git~1/plan.md").is_file());
+}
+
+/// A provider that runs `act` on the worktree, then answers with `final`.
+struct Saying<F>(F, PathBuf, String);
+
+impl<F: Fn(&Path) + Send + Sync> ChatProvider for Saying<F> {
+    fn name(&self) -> &str {
+        "saying"
+    }
+    fn complete<'a>(
+        &'a self,
+        _req: ChatRequest<'a>,
+    ) -> BoxFut<'a, Result<ChatMessage, ProviderError>> {
+        (self.0)(&the_worktree(&self.1));
+        let content = self.2.clone();
+        Box::pin(async move {
+            Ok(ChatMessage {
+                role: "assistant".into(),
+                content: Some(content),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+/// The model's final answer goes into the commit message, whatever it is:
+/// one with a NUL, and one of 200,000 bytes (past the 128 KiB one argument
+/// may take), made the commit fail and the run's work was not committed,
+/// with exit status 0 (a helper's find).
+#[tokio::test]
+async fn any_final_answer_makes_a_commit() {
+    for answer in ["done\0and more".to_string(), "Z".repeat(200_000)] {
+        let env = Env::new();
+        let act = |wt: &Path| std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+        let repo = env.repo();
+        let said = answer.clone();
+        let report = env
+            .run(
+                |_| {},
+                move |o| {
+                    o.provider_override = Some(Arc::new(Saying(act, repo, said)));
+                },
+            )
+            .await;
+        assert!(report.ok(), "{:?} {:?}", report.error, report.work.work);
+        let c = committed(&report);
+        let message = git_ok(&env.repo(), &["log", "-1", "--format=%B", &c.commit]);
+        assert!(
+            message.contains("Final answer:"),
+            "{}",
+            &message[..200.min(message.len())]
+        );
+        assert!(message.len() < 40_000, "{}", message.len());
     }
 }

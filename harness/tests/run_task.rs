@@ -502,3 +502,64 @@ async fn a_reply_with_too_many_tool_calls_runs_only_the_first() {
         "{text}"
     );
 }
+
+/// A model whose every reply is 6 MB of text and one tool call.
+struct Verbose {
+    replies: std::sync::atomic::AtomicUsize,
+}
+
+impl wasm_mcp_harness::provider::ChatProvider for Verbose {
+    fn name(&self) -> &str {
+        "verbose"
+    }
+    fn complete<'a>(
+        &'a self,
+        _req: wasm_mcp_harness::provider::ChatRequest<'a>,
+    ) -> wasm_mcp_harness::BoxFut<
+        'a,
+        Result<wasm_mcp_harness::provider::ChatMessage, wasm_mcp_harness::provider::ProviderError>,
+    > {
+        use wasm_mcp_harness::provider::{ChatMessage, FunctionCall, ToolCall};
+        let n = self
+            .replies
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            Ok(ChatMessage {
+                role: "assistant".into(),
+                content: Some("x".repeat(6 << 20)),
+                tool_calls: Some(vec![ToolCall {
+                    id: format!("call_{n}"),
+                    kind: "function".into(),
+                    function: FunctionCall {
+                        name: local_name("ws", "read_file"),
+                        arguments: "{\"path\":\"README.md\"}".into(),
+                    },
+                }]),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+/// The conversation is bounded in all, not only per reply: replies each
+/// within the provider's cap, kept and sent again every round, grew a run
+/// by ~58 MB a round (2.3 GB at 40 rounds; a helper's find). Past
+/// `MAX_CONVERSATION_BYTES` the run ends as failed, its work committed.
+#[tokio::test]
+async fn the_conversation_is_bounded_in_all() {
+    use wasm_mcp_harness::run::agent::MAX_CONVERSATION_BYTES;
+    let env = Env::new("id = \"chatty\"\nprompt = \"go\"\nmax_rounds = 40\n");
+    let fake = fake();
+    let mut opts = env.opts(&fake);
+    let verbose = Arc::new(Verbose {
+        replies: Default::default(),
+    });
+    opts.provider_override = Some(verbose.clone());
+    let report = env.run(opts).await;
+    let error = report.error.clone().unwrap_or_default();
+    assert!(error.contains("conversation reached"), "{error:?}");
+    let replies = verbose.replies.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(replies, MAX_CONVERSATION_BYTES / (6 << 20) + 1, "{error}");
+    let ev = trace(&report.trace_path);
+    assert!(ev.iter().any(|e| e["kind"] == "conversation_too_large"));
+}

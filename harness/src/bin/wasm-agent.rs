@@ -161,7 +161,10 @@ fn summarize(report: &RunReport, progress_shown: bool) {
                 eprintln!("{}", c.diffstat);
             }
             for s in &c.skipped {
-                eprintln!("not committed: {s}");
+                eprintln!("not committed: {}", safe_lines(s));
+            }
+            if c.files_left_out {
+                eprintln!("some of the run's files are not in the commit: its worktree is kept, so nothing is lost");
             }
             eprintln!(
                 "look at it with: git diff {}...{}",

@@ -44,6 +44,18 @@ pub struct ChatMessage {
 }
 
 impl ChatMessage {
+    /// Bytes this message adds to the conversation: its texts (content,
+    /// ids, names, arguments), which every later request sends again.
+    pub fn text_bytes(&self) -> usize {
+        let calls = self.tool_calls.iter().flatten().map(|c| {
+            c.id.len() + c.kind.len() + c.function.name.len() + c.function.arguments.len()
+        });
+        self.role.len()
+            + self.content.as_ref().map_or(0, String::len)
+            + self.tool_call_id.as_ref().map_or(0, String::len)
+            + calls.sum::<usize>()
+    }
+
     pub fn system(text: &str) -> Self {
         Self {
             role: "system".into(),

@@ -17,6 +17,14 @@ Tool results starting with `error:` are failures. Finish with a short final answ
 /// and hold thousands of results (10,000 reads of a 64 KB file held 2.7 GB).
 pub const MAX_TOOL_CALLS_PER_REPLY: usize = 32;
 
+/// Most bytes of text the conversation may hold (every message's content,
+/// tool calls and results). Each request sends the whole conversation
+/// again and the trace keeps every reply, so replies each under the
+/// provider's 16 MiB cap grew a run by ~58 MB a round (2.3 GB at 40 rounds,
+/// 585 MB request bodies; a helper's find). Past it the run ends, as failed,
+/// and its work is committed.
+pub const MAX_CONVERSATION_BYTES: usize = 32 << 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error(transparent)]
@@ -27,6 +35,39 @@ pub enum AgentError {
     MaxRounds(usize),
     #[error("interrupted")]
     Interrupted,
+    #[error("the conversation reached {bytes} bytes, past the harness's bound of {limit} (replies or tool results too large to keep sending)")]
+    ConversationTooLarge { bytes: usize, limit: usize },
+}
+
+/// The conversation, with its size kept within [`MAX_CONVERSATION_BYTES`].
+struct Conversation {
+    messages: Vec<ChatMessage>,
+    bytes: usize,
+}
+
+impl Conversation {
+    fn new(prompt: &str) -> Self {
+        let messages = vec![
+            ChatMessage::system(SYSTEM_PROMPT),
+            ChatMessage::user(prompt),
+        ];
+        let bytes = messages.iter().map(ChatMessage::text_bytes).sum();
+        Conversation { messages, bytes }
+    }
+
+    /// Adds `m`, or refuses it when the conversation would pass its bound.
+    fn push(&mut self, m: ChatMessage) -> Result<(), AgentError> {
+        let bytes = self.bytes.saturating_add(m.text_bytes());
+        if bytes > MAX_CONVERSATION_BYTES {
+            return Err(AgentError::ConversationTooLarge {
+                bytes,
+                limit: MAX_CONVERSATION_BYTES,
+            });
+        }
+        self.bytes = bytes;
+        self.messages.push(m);
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -59,10 +100,7 @@ pub async fn run_loop_until(
     trace: &Trace,
     stop: &Stop,
 ) -> Result<LoopResult, AgentError> {
-    let mut messages = vec![
-        ChatMessage::system(SYSTEM_PROMPT),
-        ChatMessage::user(prompt),
-    ];
+    let mut conversation = Conversation::new(prompt);
     let mut res = LoopResult {
         final_message: String::new(),
         rounds: 0,
@@ -90,7 +128,7 @@ pub async fn run_loop_until(
         );
         let reply = tokio::select! {
             r = provider.complete(ChatRequest {
-                messages: &messages,
+                messages: &conversation.messages,
                 tools: &tools,
                 names: &*snapshot,
             }) => r,
@@ -108,6 +146,14 @@ pub async fn run_loop_until(
         };
         let mut calls = reply.tool_calls.clone().unwrap_or_default();
         let dropped = calls.split_off(calls.len().min(MAX_TOOL_CALLS_PER_REPLY));
+        let answer = ChatMessage {
+            role: "assistant".into(),
+            tool_calls: (!calls.is_empty()).then(|| calls.clone()),
+            ..reply.clone()
+        };
+        if let Err(e) = conversation.push(answer) {
+            return Err(too_large(trace, round, e));
+        }
         // The calls that run, and how many did not: the trace keeps every
         // event for the whole run, and replies of 360,000 calls each took
         // it past 2.9 GB in four rounds (a helper's find).
@@ -116,11 +162,6 @@ pub async fn run_loop_until(
             json!({"round": round, "content": reply.content, "tool_calls": calls,
                    "tool_calls_dropped": dropped.len()}),
         );
-        messages.push(ChatMessage {
-            role: "assistant".into(),
-            tool_calls: (!calls.is_empty()).then(|| calls.clone()),
-            ..reply.clone()
-        });
         if calls.is_empty() {
             res.final_message = reply.content.unwrap_or_default();
             trace.record(
@@ -192,7 +233,9 @@ pub async fn run_loop_until(
                     "duration_ms": duration_ms,
                 }),
             );
-            messages.push(ChatMessage::tool(&call.id, &outcome.model_text));
+            if let Err(e) = conversation.push(ChatMessage::tool(&call.id, &outcome.model_text)) {
+                return Err(too_large(trace, round, e));
+            }
         }
         if !dropped.is_empty() {
             let asked = MAX_TOOL_CALLS_PER_REPLY + dropped.len();
@@ -200,15 +243,26 @@ pub async fn run_loop_until(
                 "tool_calls_dropped",
                 json!({"round": round, "asked": asked, "run": MAX_TOOL_CALLS_PER_REPLY}),
             );
-            messages.push(ChatMessage::user(&format!(
+            let note = ChatMessage::user(&format!(
                 "Note from the harness: your last reply asked for {asked} tool calls; only the \
                  first {MAX_TOOL_CALLS_PER_REPLY} ran (their results are above) and the rest were \
                  dropped. Ask again for any you still need, at most \
                  {MAX_TOOL_CALLS_PER_REPLY} per reply."
-            )));
+            ));
+            if let Err(e) = conversation.push(note) {
+                return Err(too_large(trace, round, e));
+            }
         }
     }
     Err(AgentError::MaxRounds(max_rounds))
+}
+
+fn too_large(trace: &Trace, round: usize, e: AgentError) -> AgentError {
+    trace.record(
+        "conversation_too_large",
+        json!({"round": round, "error": e.to_string()}),
+    );
+    e
 }
 
 fn interrupted(trace: &Trace) -> AgentError {

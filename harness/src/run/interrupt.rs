@@ -5,7 +5,11 @@
 //! its usual order (close MCP, persist trace, commit the work, remove the
 //! worktree); the binary then exits 130. A second signal exits at once
 //! (work committed before it stays committed: the branch ref is updated
-//! atomically).
+//! atomically), unless it comes within [`SAME_INTERRUPTION`] of the first:
+//! one stop request often arrives as two signals (GNU `timeout`, and CI
+//! runners and init systems, signal the process and then its whole group;
+//! a wrapper forwards SIGTERM while the terminal sends SIGINT), and such a
+//! run exited without committing its work (a helper's find).
 
 use std::time::Duration;
 
@@ -16,6 +20,9 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// How long a cancelled call may take to wind down before it is dropped.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// Signals within this long of the first are the same stop request.
+pub const SAME_INTERRUPTION: Duration = Duration::from_millis(500);
 
 /// Observes the stop request. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -72,27 +79,59 @@ pub fn on_signals(
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     Ok(tokio::spawn(async move {
-        let mut seen = 0u32;
+        let mut first = None;
         loop {
             tokio::select! {
                 _ = int.recv() => {}
                 _ = term.recv() => {}
             }
-            seen += 1;
-            if seen == 1 {
-                trigger.fire();
-                on_first();
-            } else {
-                eprintln!("interrupted twice: exiting now");
-                std::process::exit(EXIT_INTERRUPTED.into());
+            match Signal::after(first, std::time::Instant::now()) {
+                Signal::First(at) => {
+                    first = Some(at);
+                    trigger.fire();
+                    on_first();
+                }
+                Signal::SameAsFirst => {}
+                Signal::Second => {
+                    eprintln!("interrupted twice: exiting now");
+                    std::process::exit(EXIT_INTERRUPTED.into());
+                }
             }
         }
     }))
 }
 
+/// What a signal received `now` is, the first having come `first`.
+#[derive(Debug, PartialEq, Eq)]
+enum Signal {
+    First(std::time::Instant),
+    SameAsFirst,
+    Second,
+}
+
+impl Signal {
+    fn after(first: Option<std::time::Instant>, now: std::time::Instant) -> Signal {
+        match first {
+            None => Signal::First(now),
+            Some(at) if now.duration_since(at) < SAME_INTERRUPTION => Signal::SameAsFirst,
+            Some(_) => Signal::Second,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_signal_soon_after_the_first_is_the_same_request() {
+        let t0 = std::time::Instant::now();
+        assert_eq!(Signal::after(None, t0), Signal::First(t0));
+        let soon = t0 + Duration::from_millis(1);
+        assert_eq!(Signal::after(Some(t0), soon), Signal::SameAsFirst);
+        let later = t0 + SAME_INTERRUPTION;
+        assert_eq!(Signal::after(Some(t0), later), Signal::Second);
+    }
 
     #[tokio::test]
     async fn fired_resolves_after_fire_and_never_otherwise() {

@@ -37,8 +37,12 @@ pub struct KeptCommit {
     pub base: String,
     /// `git diff --stat <base> <commit>`.
     pub diffstat: String,
-    /// Paths left out (nested repositories, unreadable files).
+    /// Paths left out (nested repositories' histories, unreadable files,
+    /// names git refuses, files inside submodule paths).
     pub skipped: Vec<String>,
+    /// Some of the run's files are not in the commit: the worktree is kept
+    /// so that nothing is lost.
+    pub files_left_out: bool,
 }
 
 /// How the run's work ended.
@@ -80,8 +84,9 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
             },
         },
     };
-    let keep_dir =
-        how == Disposition::CommitKeepDir || matches!(work, WorkOutcome::NotSaved { .. });
+    let keep_dir = how == Disposition::CommitKeepDir
+        || matches!(&work, WorkOutcome::NotSaved { .. })
+        || matches!(&work, WorkOutcome::Committed(c) if c.files_left_out);
     let keep_branch = keep_dir || matches!(work, WorkOutcome::Committed(_));
     let mut worktree_kept = keep_dir;
     if keep_dir {
@@ -126,13 +131,18 @@ pub fn commit_all(
     let index = IndexFile(scratch.join(format!("keep-{}.index", std::process::id())));
     let _ = std::fs::remove_file(&index.0);
     let g = wt.git().with_index(&index.0);
-    let skipped = stage_all(&g, &wt.path, &head, scratch)?;
+    let left_out = stage_all(&g, &wt.path, &head, scratch)?;
     let tree = g.run(&["write-tree"])?;
     let base_tree = main.run(&["rev-parse", &format!("{head}^{{tree}}")])?;
     if tree == base_tree {
+        if left_out.files {
+            // Nothing to commit, and files that could not be: kept.
+            return Err(WorktreeError::NotCommittable(left_out.lines.join("; ")));
+        }
         return Ok(None);
     }
-    let commit = main.run(&["commit-tree", &tree, "-p", &head, "-m", message])?;
+    let message = commit_message(message);
+    let commit = main.run(&["commit-tree", &tree, "-p", &head, "-m", &message])?;
     main.run(&["update-ref", &branch_ref, &commit, &head])?;
     let diffstat = main.run(&[
         "diff",
@@ -148,8 +158,27 @@ pub fn commit_all(
         commit,
         base: wt.base_commit.clone(),
         diffstat,
-        skipped,
+        skipped: left_out.lines,
+        files_left_out: left_out.files,
     }))
+}
+
+/// Longest commit message, in bytes. The message holds the model's final
+/// answer, which the model chooses: one of 200,000 bytes was past the 128
+/// KiB a single argument may take (`E2BIG`) and one with a NUL cannot be an
+/// argument at all, and either way the commit failed and the run's work
+/// was not committed (a helper's find). The run's trace keeps it whole.
+pub const MAX_COMMIT_MESSAGE_BYTES: usize = 32 << 10;
+
+/// `message` as a commit can take it: NULs replaced, at most
+/// [`MAX_COMMIT_MESSAGE_BYTES`].
+fn commit_message(message: &str) -> String {
+    let text = message.replace('\0', "\u{fffd}");
+    let note = format!(
+        "\n[message cut at {MAX_COMMIT_MESSAGE_BYTES} of {} bytes: the run's trace has it whole]",
+        text.len()
+    );
+    wasm_mcp_protocol::text::truncate_marked(text, MAX_COMMIT_MESSAGE_BYTES, &note)
 }
 
 /// A temporary index file, deleted on drop.
@@ -158,5 +187,24 @@ struct IndexFile(PathBuf);
 impl Drop for IndexFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_final_answer_makes_a_commit_message() {
+        assert_eq!(commit_message("done"), "done");
+        assert_eq!(commit_message("a\0b"), "a\u{fffd}b");
+        let long = "Z".repeat(200_000);
+        let m = commit_message(&long);
+        assert!(m.len() <= MAX_COMMIT_MESSAGE_BYTES + 100, "{}", m.len());
+        assert!(
+            m.ends_with("the run's trace has it whole]"),
+            "{}",
+            &m[m.len() - 80..]
+        );
     }
 }

@@ -17,8 +17,14 @@
 //!   committed (git cannot hold a `.git` path); they never become gitlinks.
 //! - A `.git` in a submodule path of the base (its directory is left empty
 //!   by `worktree add`, so a tool wrote it) is moved aside too, before
-//!   anything is staged: `git add -u` runs `git status` inside a populated
-//!   submodule, as that repository, with its config.
+//!   anything is staged, and never put back: `git add -u` runs `git status`
+//!   inside a populated submodule, as that repository, with its config, and
+//!   so would the user's own `git status` in a kept worktree. Other files
+//!   written in a submodule path are not committed (git does not look
+//!   inside a gitlink); they are reported.
+//! - Whatever is left out is reported ([`LeftOut`]); when that includes
+//!   the run's files (unreadable ones, names git refuses, files in a
+//!   submodule path), the worktree is kept so that nothing is lost.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -32,6 +38,8 @@ use crate::run::git::{Git, GitError};
 const MAX_NESTING_ROUNDS: usize = 16;
 /// Per-file failures listed before they are only counted.
 const MAX_LISTED: usize = 20;
+/// Entries counted in a submodule path before the count stops.
+const MAX_COUNTED: usize = 10_000;
 
 /// A worktree path as git prints it (bytes: names need not be UTF-8).
 type GitPath = Vec<u8>;
@@ -41,6 +49,30 @@ fn shown(p: &[u8]) -> String {
     crate::run::progress::terminal_safe(&String::from_utf8_lossy(p))
 }
 
+/// What staging left out of the commit, for the report.
+#[derive(Debug, Default)]
+pub struct LeftOut {
+    /// One line per path, or group of paths.
+    pub lines: Vec<String>,
+    /// Some of the run's files are not in the commit (not only nested
+    /// repositories' histories, which git cannot hold): the worktree is to
+    /// be kept so that they are not lost.
+    pub files: bool,
+}
+
+impl LeftOut {
+    /// Files of the run that are not committed.
+    fn push(&mut self, line: String) {
+        self.lines.push(line);
+        self.files = true;
+    }
+
+    /// Something left out that is not the run's files.
+    fn note(&mut self, line: String) {
+        self.lines.push(line);
+    }
+}
+
 /// Stage the worktree of `g` (GIT_WORK_TREE `work_tree`, a private index)
 /// onto `head`. Returns what was left out, for the report.
 pub fn stage_all(
@@ -48,9 +80,9 @@ pub fn stage_all(
     work_tree: &Path,
     head: &str,
     scratch: &Path,
-) -> Result<Vec<String>, GitError> {
+) -> Result<LeftOut, GitError> {
     let g = g.clone().with_attr_source(head);
-    let mut skipped = Vec::new();
+    let mut skipped = LeftOut::default();
     g.run(&["read-tree", head])?;
     let mut nested = NestedRepos::new(work_tree);
     nested.hide_in_submodules(&g, head, &mut skipped)?;
@@ -73,19 +105,55 @@ pub fn stage_all(
         .filter(|p| !ignored.contains(p))
         .collect();
     add_files(&g, work_tree, &new, scratch, &mut skipped)?;
-    skipped.extend(nested.hidden.iter().map(|(dir, _)| {
-        format!(
+    refused_by_git(&g, &nested, &new, &mut skipped)?;
+    for (dir, _) in &nested.hidden {
+        skipped.note(format!(
             "{}/.git (a nested repository's history; its files are committed)",
             shown(dir)
-        )
-    }));
+        ));
+    }
+    nested.report_submodule_paths(&mut skipped);
     nested.restore();
     Ok(skipped)
 }
 
+/// Report the new files that `update-index --add` passed over with a
+/// warning and a zero status: names git refuses (`.GIT/…` or `.Git/…`,
+/// `.git.`, `git~1`, a `.git` file naming no repository). They were not
+/// in any list, and were deleted with the worktree (a helper's find).
+fn refused_by_git(
+    g: &Git,
+    nested: &NestedRepos,
+    new: &[GitPath],
+    skipped: &mut LeftOut,
+) -> Result<(), GitError> {
+    if new.is_empty() {
+        return Ok(());
+    }
+    let out = g.run_raw(
+        &["ls-files", "-o", "-z", "--", ".", &nested.exclude()],
+        None,
+    )?;
+    let still: HashSet<&[u8]> = out.records().collect();
+    let refused: Vec<&GitPath> = new
+        .iter()
+        .filter(|p| still.contains(p.as_slice()))
+        .collect();
+    for p in refused.iter().take(MAX_LISTED) {
+        skipped.push(format!("{} (git refuses this name)", shown(p)));
+    }
+    if refused.len() > MAX_LISTED {
+        skipped.push(format!(
+            "... and {} more files whose names git refuses",
+            refused.len() - MAX_LISTED
+        ));
+    }
+    Ok(())
+}
+
 /// Report the directories `git ls-files` warned it could not open
 /// (unreadable, or a path too long to open): their files are not committed.
-fn unreadable_dirs(stderr: &str, skipped: &mut Vec<String>) {
+fn unreadable_dirs(stderr: &str, skipped: &mut LeftOut) {
     const PREFIX: &str = "warning: could not open directory '";
     let dirs: Vec<&str> = stderr
         .lines()
@@ -113,6 +181,11 @@ struct NestedRepos {
     aside: String,
     /// (repository dir, relative to the work tree; its moved `.git`).
     hidden: Vec<(GitPath, PathBuf)>,
+    /// The submodule paths of the base (gitlinks), and the `.git` a tool
+    /// wrote into one, moved aside for good: put back, it made the user's
+    /// own `git status` in a kept worktree run that repository's
+    /// `core.fsmonitor` (a helper's find).
+    gitlinks: Vec<(GitPath, Option<PathBuf>)>,
 }
 
 impl NestedRepos {
@@ -125,6 +198,7 @@ impl NestedRepos {
             work_tree: work_tree.to_path_buf(),
             aside: format!(".git-aside-wasm-agent-{}-{nanos}", std::process::id()),
             hidden: Vec::new(),
+            gitlinks: Vec::new(),
         }
     }
 
@@ -138,7 +212,7 @@ impl NestedRepos {
     fn untracked_files(
         &mut self,
         g: &Git,
-        skipped: &mut Vec<String>,
+        skipped: &mut LeftOut,
     ) -> Result<Vec<GitPath>, GitError> {
         for _ in 0..MAX_NESTING_ROUNDS {
             let out = g.run_raw(&["ls-files", "-o", "-z", "--", ".", &self.exclude()], None)?;
@@ -153,7 +227,11 @@ impl NestedRepos {
                 out.records().partition(|r| r.ends_with(b"/"));
             let mut moved = false;
             for d in &dirs {
-                moved |= self.move_aside(&d[..d.len() - 1], skipped);
+                let dir = &d[..d.len() - 1];
+                if let Some(to) = self.move_aside(dir, skipped) {
+                    self.hidden.push((dir.to_vec(), to));
+                    moved = true;
+                }
             }
             if !moved {
                 for d in dirs {
@@ -180,7 +258,7 @@ impl NestedRepos {
         &mut self,
         g: &Git,
         head: &str,
-        skipped: &mut Vec<String>,
+        skipped: &mut LeftOut,
     ) -> Result<(), GitError> {
         let listed = g.run_raw(&["ls-tree", "-r", "-z", "--full-tree", head], None)?;
         if listed.code != 0 {
@@ -196,31 +274,61 @@ impl NestedRepos {
             .filter_map(|r| r.splitn(2, |b| *b == b'\t').nth(1))
             .collect();
         for path in gitlinks {
-            self.move_aside(path, skipped);
+            let moved = self.move_aside(path, skipped);
+            self.gitlinks.push((path.to_vec(), moved));
         }
         Ok(())
     }
 
-    /// Move `<dir>/.git` aside. False when there is none or it cannot move.
-    fn move_aside(&mut self, dir: &[u8], skipped: &mut Vec<String>) -> bool {
-        let base = self.work_tree.join(OsStr::from_bytes(dir));
-        let (from, to) = (base.join(".git"), base.join(&self.aside));
-        if std::fs::symlink_metadata(&from).is_err() || std::fs::symlink_metadata(&to).is_ok() {
-            return false;
-        }
-        match std::fs::rename(&from, &to) {
-            Ok(()) => {
-                self.hidden.push((dir.to_vec(), to));
-                true
+    /// Report what a tool wrote into the submodule paths of the base: its
+    /// `.git` there (left aside) and any other entry, which git does not
+    /// list under a gitlink (`ls-files -o` does not look inside), so files
+    /// written there were dropped without a word (a helper's find).
+    fn report_submodule_paths(&self, skipped: &mut LeftOut) {
+        for (dir, moved) in &self.gitlinks {
+            if let Some(to) = moved {
+                let name = to.file_name().map(|n| n.to_string_lossy().into_owned());
+                skipped.note(format!(
+                    "{}/.git (written by a tool in a submodule path; left aside as {}, never used)",
+                    shown(dir),
+                    name.unwrap_or_default()
+                ));
             }
-            Err(e) => {
-                skipped.push(format!("{}/.git: cannot move aside: {e}", shown(dir)));
-                false
+            let at = self.work_tree.join(OsStr::from_bytes(dir));
+            let entries = count_entries(&at, &self.aside, MAX_COUNTED);
+            if entries > 0 {
+                let more = if entries >= MAX_COUNTED {
+                    "or more "
+                } else {
+                    ""
+                };
+                skipped.push(format!(
+                    "{}/ ({entries} {more}entries written inside a submodule path, which git does not commit)",
+                    shown(dir)
+                ));
             }
         }
     }
 
-    /// Put every moved `.git` back (innermost first).
+    /// Move `<dir>/.git` aside: where it went, or `None` when there is
+    /// none or it cannot move.
+    fn move_aside(&self, dir: &[u8], skipped: &mut LeftOut) -> Option<PathBuf> {
+        let base = self.work_tree.join(OsStr::from_bytes(dir));
+        let (from, to) = (base.join(".git"), base.join(&self.aside));
+        if std::fs::symlink_metadata(&from).is_err() || std::fs::symlink_metadata(&to).is_ok() {
+            return None;
+        }
+        match std::fs::rename(&from, &to) {
+            Ok(()) => Some(to),
+            Err(e) => {
+                skipped.push(format!("{}/.git: cannot move aside: {e}", shown(dir)));
+                None
+            }
+        }
+    }
+
+    /// Put every moved `.git` of a nested repository back (innermost
+    /// first); those of submodule paths stay aside.
     fn restore(&mut self) {
         while let Some((_, moved)) = self.hidden.pop() {
             if let Some(dir) = moved.parent() {
@@ -234,6 +342,31 @@ impl Drop for NestedRepos {
     fn drop(&mut self) {
         self.restore();
     }
+}
+
+/// Entries under `dir` (recursively, links not followed, `skip` left out),
+/// counted up to `max`.
+fn count_entries(dir: &Path, skip: &str, max: usize) -> usize {
+    let mut count = 0;
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(read) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in read.flatten() {
+            if d == dir && entry.file_name() == skip {
+                continue;
+            }
+            count += 1;
+            if count >= max {
+                return count;
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    count
 }
 
 /// The base commit's `.gitignore` files, checked out into a scratch dir.
@@ -313,7 +446,7 @@ fn add_files(
     work_tree: &Path,
     files: &[GitPath],
     scratch: &Path,
-    skipped: &mut Vec<String>,
+    skipped: &mut LeftOut,
 ) -> Result<(), GitError> {
     if files.is_empty() {
         return Ok(());

@@ -21,7 +21,7 @@ use crate::provider::scripted::{Script, ScriptedProvider};
 use crate::provider::ChatProvider;
 use crate::run::agent::{run_loop_until, AgentError, LoopResult};
 use crate::run::interrupt::Stop;
-use crate::run::keep::{settle, Disposition, Settlement};
+use crate::run::keep::{settle, Disposition, Settlement, WorkOutcome};
 use crate::run::policy::{Endpoint, Placeholders, Policy};
 use crate::run::session::ToolSession;
 use crate::run::trace::{Trace, TraceObserver};
@@ -141,8 +141,10 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// The run ended as asked and its work is kept: a run whose commit
+    /// failed is not ok, whatever the model did (it exited 0).
     pub fn ok(&self) -> bool {
-        self.error.is_none()
+        self.error.is_none() && !matches!(self.work.work, WorkOutcome::NotSaved { .. })
     }
 }
 

@@ -20,6 +20,8 @@ pub enum WorktreeError {
     Io(#[from] std::io::Error),
     #[error("cannot remove {path}: {failures}")]
     Cleanup { path: PathBuf, failures: String },
+    #[error("nothing could be committed: {0}")]
+    NotCommittable(String),
 }
 
 #[derive(Debug)]
