@@ -476,8 +476,30 @@ async fn a_kept_worktree_keeps_its_nested_repos() {
     let c = committed(&report);
     let files = git_ok(&env.repo(), &["ls-tree", "-r", "--name-only", &c.commit]);
     assert!(files.lines().any(|l| l == "nested/a.txt"), "{files}");
+    // Its `.git` is set aside (a tool's repository, with a tool's config),
+    // named in the report, and works once renamed back.
     let nested = report.worktree.join("nested");
-    assert!(nested.join(".git").is_dir(), "nested .git put back");
+    assert!(!nested.join(".git").exists(), "nested .git left in place");
+    let aside = std::fs::read_dir(&nested)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".git-aside-")
+        })
+        .expect("set aside");
+    assert!(
+        report
+            .work
+            .set_aside
+            .iter()
+            .any(|l| l.starts_with("nested/.git")),
+        "{:?}",
+        report.work.set_aside
+    );
+    std::fs::rename(&aside, nested.join(".git")).unwrap();
     assert_eq!(git_ok(&nested, &["log", "--format=%s"]), "x");
 }
 
@@ -911,5 +933,104 @@ async fn any_final_answer_makes_a_commit() {
             &message[..200.min(message.len())]
         );
         assert!(message.len() < 40_000, "{}", message.len());
+    }
+}
+
+/// A `.git` a tool wrote into a directory of the base's own files (`src/`)
+/// is not a nested repository to staging (the directory holds tracked
+/// files), so nothing moved it; left in a kept worktree, the user's `git
+/// status` in `src/` ran its `core.fsmonitor` (a helper's find). Every
+/// `.git` below the root of a kept worktree is set aside.
+#[tokio::test]
+async fn no_tool_written_git_dir_is_left_in_a_kept_worktree() {
+    let env = Env::new();
+    let repo = env.repo();
+    std::fs::create_dir(repo.join("src")).unwrap();
+    std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
+    commit_all(&repo, &["src/a.rs"]);
+    let scratch = env.dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let (script, marker) = marker_script(&scratch);
+    let act = move |wt: &Path| {
+        std::fs::write(wt.join("src/a.rs"), "fn a() { edited() }\n").unwrap();
+        plant_poisoned_git_dir(&wt.join("src/.git"), &script);
+    };
+    let report = env.run(act, |o| o.keep_worktree = true).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let a = git_ok(&repo, &["show", &format!("{}:src/a.rs", c.commit)]);
+    assert_eq!(a, "fn a() { edited() }");
+    let src = report.worktree.join("src");
+    let _ = user_git(&src, &["status", "--short"]);
+    let _ = user_git(&src, &["diff"]);
+    assert!(
+        !marker.exists(),
+        "the tool's src/.git ran for the user: {}",
+        std::fs::read_to_string(&marker).unwrap()
+    );
+    assert!(!src.join(".git").exists());
+}
+
+/// A submodule path a tool replaced with a symlink out of the worktree:
+/// staging moved the `.git` at the link's target aside and back (another
+/// repository's, outside the worktree; a kill in between left it renamed,
+/// that repository broken; a helper's find). Links are not followed.
+#[tokio::test]
+async fn a_symlinked_submodule_path_reaches_nothing_outside() {
+    let env = Env::new();
+    let repo = env.repo();
+    add_submodule_path(&repo);
+    let other = env.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    tool_git(&other, &["init", "-q"]);
+    let target = other.clone();
+    let act = move |wt: &Path| {
+        std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+        let lib = wt.join("vendor/lib");
+        let _ = std::fs::remove_dir(&lib);
+        std::os::unix::fs::symlink(&target, &lib).unwrap();
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(report.ok(), "{:?}", report.error);
+    committed(&report);
+    let names: Vec<String> = std::fs::read_dir(&other)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, [".git"], "the repository outside was touched");
+    assert!(
+        !committed(&report)
+            .skipped
+            .iter()
+            .any(|s| s.contains("vendor/lib")),
+        "{:?}",
+        committed(&report).skipped
+    );
+}
+
+/// File names that read as pathspec magic (`:!notes`, `:(glob)*`,
+/// `:/top`) are committed as the names they are: `check-ignore --stdin`
+/// read them as pathspecs and failed, and the commit with it (a helper's
+/// find).
+#[tokio::test]
+async fn names_like_pathspec_magic_are_committed() {
+    let env = Env::new();
+    let names = [":!notes", ":(glob)*x", ":/top", ":(icase)y"];
+    let act = move |wt: &Path| {
+        for n in names {
+            let path = wt.join(n);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "work\n").unwrap();
+        }
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(report.ok(), "{:?} {:?}", report.error, report.work.work);
+    let c = committed(&report);
+    let files = git_ok(
+        &env.repo(),
+        &["ls-tree", "-r", "--name-only", "-z", &c.commit],
+    );
+    for n in names {
+        assert!(files.split('\0').any(|f| f == n), "{n} missing: {files:?}");
     }
 }

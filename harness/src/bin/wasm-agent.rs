@@ -187,6 +187,9 @@ fn summarize(report: &RunReport, progress_shown: bool) {
             report.worktree.display(),
             report.branch
         );
+        for s in &report.work.set_aside {
+            eprintln!("set aside in it: {s}");
+        }
     }
 }
 

@@ -335,6 +335,10 @@ fn base_command() -> Command {
         // Messages are parsed (e.g. directories `ls-files` could not open).
         .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null());
+    // A process group of its own: the terminal's Ctrl-C, which the run
+    // answers by committing its work, killed the git staging that work
+    // ("git died: signal 2", not committed; a helper's find).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     for f in FORCED {
         cmd.arg("-c").arg(f);
     }

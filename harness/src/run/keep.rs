@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::run::stage::stage_all;
+use crate::run::stage::{set_aside_git_dirs, stage_all};
 use crate::run::worktree::{Worktree, WorktreeError};
 
 /// What happens to the work at the end of a run.
@@ -68,6 +68,8 @@ pub struct Settlement {
     pub branch_kept: bool,
     /// Cleanup problems (never fatal).
     pub problems: Vec<String>,
+    /// In a kept worktree: the `.git`s below its root that were set aside.
+    pub set_aside: Vec<String>,
 }
 
 /// Commit (or discard) the work, then remove the directory as `how` says.
@@ -89,10 +91,12 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
         || matches!(&work, WorkOutcome::Committed(c) if c.files_left_out);
     let keep_branch = keep_dir || matches!(work, WorkOutcome::Committed(_));
     let mut worktree_kept = keep_dir;
+    let mut set_aside = Vec::new();
     if keep_dir {
         if let Err(e) = wt.restore_dotgit() {
             problems.push(format!("restore .git: {e}"));
         }
+        set_aside = set_aside_git_dirs(&wt.path);
         // The kept checkout's index follows the branch to the new commit.
         if let WorkOutcome::Committed(c) = &work {
             if let Err(e) = wt.git().run(&["read-tree", &c.commit]) {
@@ -114,6 +118,7 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
         worktree_kept,
         branch_kept: keep_branch,
         problems,
+        set_aside,
     }
 }
 

@@ -294,6 +294,9 @@ impl NestedRepos {
                     name.unwrap_or_default()
                 ));
             }
+            if !real_dir_beneath(&self.work_tree, Path::new(OsStr::from_bytes(dir))) {
+                continue;
+            }
             let at = self.work_tree.join(OsStr::from_bytes(dir));
             let entries = count_entries(&at, &self.aside, MAX_COUNTED);
             if entries > 0 {
@@ -313,6 +316,13 @@ impl NestedRepos {
     /// Move `<dir>/.git` aside: where it went, or `None` when there is
     /// none or it cannot move.
     fn move_aside(&self, dir: &[u8], skipped: &mut LeftOut) -> Option<PathBuf> {
+        if !real_dir_beneath(&self.work_tree, Path::new(OsStr::from_bytes(dir))) {
+            // A tool made the path (or a directory on it) a symlink: the
+            // rename would follow it out of the worktree and move another
+            // repository's `.git` (a helper's find). Nothing git reads
+            // is there: git does not follow links.
+            return None;
+        }
         let base = self.work_tree.join(OsStr::from_bytes(dir));
         let (from, to) = (base.join(".git"), base.join(&self.aside));
         if std::fs::symlink_metadata(&from).is_err() || std::fs::symlink_metadata(&to).is_ok() {
@@ -342,6 +352,77 @@ impl Drop for NestedRepos {
     fn drop(&mut self) {
         self.restore();
     }
+}
+
+/// Entries walked when a kept worktree is searched for `.git`s.
+const MAX_WALKED: usize = 1_000_000;
+
+/// Before a worktree is left to the user: every `.git` below its root (a
+/// directory, file or link a tool wrote) is renamed aside, so that no git
+/// the user runs in it, at the root or in a subdirectory, takes that
+/// repository and its config (`core.fsmonitor` ran for a plain `git
+/// status` in `src/` under a tool's `src/.git`, which staging never saw
+/// since `src/` holds tracked files; a helper's find). Returns one line
+/// per `.git` set aside, and one if the walk stopped early.
+pub fn set_aside_git_dirs(work_tree: &Path) -> Vec<String> {
+    let aside = NestedRepos::new(work_tree).aside.clone();
+    let mut lines = Vec::new();
+    let mut walked = 0usize;
+    let mut dirs = vec![work_tree.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(read) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in read.flatten() {
+            walked += 1;
+            if walked > MAX_WALKED {
+                lines.push(format!(
+                    "the search for .git entries stopped after {MAX_WALKED} entries"
+                ));
+                return lines;
+            }
+            let name = entry.file_name();
+            if name == ".git" {
+                if d != work_tree {
+                    lines.push(set_aside(work_tree, &entry.path(), &aside));
+                }
+            } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    lines
+}
+
+/// Renames the `.git` at `path` to `aside` beside it; the line to report.
+fn set_aside(work_tree: &Path, path: &Path, aside: &str) -> String {
+    let rel = path.strip_prefix(work_tree).unwrap_or(path);
+    let shown_rel = crate::run::progress::terminal_safe(&rel.to_string_lossy());
+    let to = path.with_file_name(aside);
+    match std::fs::rename(path, &to) {
+        Ok(()) => format!(
+            "{shown_rel} (a tool's; left aside as {aside}: rename it back to use that repository)"
+        ),
+        Err(e) => format!("{shown_rel} (a tool's; could not be set aside: {e})"),
+    }
+}
+
+/// Whether `rel` is a directory under `root` with no symlink on the way
+/// (each component checked without following it). Nothing changes the
+/// worktree meanwhile: its servers are closed before the work is kept.
+fn real_dir_beneath(root: &Path, rel: &Path) -> bool {
+    let mut at = root.to_path_buf();
+    for part in rel.components() {
+        let std::path::Component::Normal(name) = part else {
+            return false;
+        };
+        at.push(name);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_dir() => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Entries under `dir` (recursively, links not followed, `skip` left out),
@@ -418,7 +499,11 @@ fn check_ignore(g: &Git, paths: &[GitPath], scratch: &Path) -> Result<HashSet<Gi
     if paths.is_empty() {
         return Ok(HashSet::new());
     }
-    let list = write_list(scratch, "check-ignore", paths)?;
+    // Each path as `./path`: `check-ignore` reads its input as pathspecs
+    // (and has no literal mode), and a file a tool named `:!notes` or
+    // `:(glob)*` made it fail, the commit with it (a helper's find).
+    let dotted: Vec<GitPath> = paths.iter().map(|p| [b"./", &p[..]].concat()).collect();
+    let list = write_list(scratch, "check-ignore", &dotted)?;
     let out = g.run_raw(
         &["check-ignore", "--no-index", "-z", "--stdin"],
         Some(&list.0),
@@ -430,7 +515,10 @@ fn check_ignore(g: &Git, paths: &[GitPath], scratch: &Path) -> Result<HashSet<Gi
             message: out.stderr,
         });
     }
-    Ok(out.records().map(<[u8]>::to_vec).collect())
+    Ok(out
+        .records()
+        .map(|r| r.strip_prefix(b"./").unwrap_or(r).to_vec())
+        .collect())
 }
 
 impl Drop for BaseIgnores {
