@@ -563,3 +563,31 @@ async fn the_conversation_is_bounded_in_all() {
     let ev = trace(&report.trace_path);
     assert!(ev.iter().any(|e| e["kind"] == "conversation_too_large"));
 }
+
+/// OpenAI-compatible servers that send a call's `arguments` as a JSON
+/// object, or no call `id`, are understood: the arguments are read as
+/// their JSON text, and a call with no id gets one, which its result then
+/// names. Either failed the run ("invalid type: map", "missing field id").
+#[tokio::test]
+async fn calls_with_object_arguments_or_no_id_are_understood() {
+    let env = Env::new(TASK);
+    let fake = fake();
+    let read = local_name("ws", "read_file");
+    let calls = json!([{"type": "function",
+        "function": {"name": read, "arguments": {"path": "README.md"}}}]);
+    let (report, seen) = env.run_openai(&fake, calls).await;
+    assert!(report.ok(), "{:?}", report.error);
+    assert_eq!(report.result.unwrap().tool_calls, 1);
+    let msgs = seen[1].2["messages"].as_array().unwrap();
+    let assistant = msgs.iter().find(|m| m["role"] == "assistant").unwrap();
+    let call = &assistant["tool_calls"][0];
+    assert_eq!(call["function"]["arguments"], "{\"path\":\"README.md\"}");
+    let id = call["id"].as_str().unwrap();
+    assert!(!id.is_empty());
+    let result = msgs.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(result["tool_call_id"], id);
+    assert!(
+        result["content"].as_str().unwrap().contains("README.md"),
+        "{result}"
+    );
+}

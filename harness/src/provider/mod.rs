@@ -13,13 +13,26 @@ use crate::BoxFut;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FunctionCall {
     pub name: String,
-    /// JSON text, as the OpenAI API sends it.
-    #[serde(default)]
+    /// JSON text, as the OpenAI API sends it (some compatible servers send
+    /// the arguments as a JSON object: read as its text).
+    #[serde(default, deserialize_with = "json_text")]
     pub arguments: String,
+}
+
+/// A string as it is; any other JSON value as its JSON text (`null`: none).
+fn json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    })
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ToolCall {
+    /// Empty when the provider sent none (given one on reading: see
+    /// `openai::name_calls`).
+    #[serde(default)]
     pub id: String,
     #[serde(rename = "type", default = "function_type")]
     pub kind: String,

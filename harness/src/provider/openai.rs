@@ -59,6 +59,8 @@ pub struct OpenAiProvider {
     api_key: Option<String>,
     model: String,
     http: reqwest::Client,
+    /// Tool calls given an id here (the provider sent none).
+    unnamed_calls: std::sync::atomic::AtomicU64,
 }
 
 impl OpenAiProvider {
@@ -79,6 +81,7 @@ impl OpenAiProvider {
             api_key: api_key.filter(|k| !k.is_empty()),
             model: model.to_string(),
             http,
+            unnamed_calls: Default::default(),
         })
     }
 
@@ -167,7 +170,20 @@ impl ChatProvider for OpenAiProvider {
             if m.tool_calls.as_ref().is_some_and(|c| c.is_empty()) {
                 m.tool_calls = None;
             }
+            name_calls(&mut m, &self.unnamed_calls);
             Ok(m)
         })
+    }
+}
+
+/// Gives each tool call the provider sent without an id one of its own
+/// (`call_wasm_agent_<n>`, unique in the run): a result is matched to its
+/// call by id, and a reply of calls with no ids failed the run.
+fn name_calls(m: &mut ChatMessage, counter: &std::sync::atomic::AtomicU64) {
+    for call in m.tool_calls.iter_mut().flatten() {
+        if call.id.is_empty() {
+            let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            call.id = format!("call_wasm_agent_{n}");
+        }
     }
 }
