@@ -953,3 +953,38 @@ fn hostile_contents_stay_readable_and_search_says_what_it_skipped() {
     );
     assert!(!root.join("newdir").exists());
 }
+
+/// A call alone runs on the connection's thread until its first yield; a
+/// step with no yield at all (here one `memory.fill` over 200 MiB of fresh
+/// pages, which no epoch check interrupts) held that thread, and a client
+/// calling such a tool one call at a time made every other request wait
+/// ~100× longer, each call alone and so inline (a helper's find). After
+/// one such step calls stop running inline for a while: of six calls, at
+/// most the first holds up a ping sent while it runs.
+#[test]
+fn a_step_that_never_yields_holds_the_connection_once() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let (mut s, _p) = Server::start(wt.path(), plugins.path(), &[]);
+    let mut held = Vec::new();
+    for i in 0..6u64 {
+        let (call, ping) = (1000 + 2 * i, 1001 + 2 * i);
+        let fill = json!({"jsonrpc": "2.0", "id": call, "method": "tools/call",
+            "params": {"name": "fill", "arguments": {"mb": 200}}});
+        s.send_raw(&fill.to_string());
+        std::thread::sleep(Duration::from_millis(5));
+        let t = Instant::now();
+        s.send_raw(&json!({"jsonrpc": "2.0", "id": ping, "method": "ping"}).to_string());
+        s.wait_response(ping, Duration::from_secs(30))
+            .expect("ping answered");
+        held.push(t.elapsed());
+        let answered = s.notifications.iter().any(|m| m["id"] == call)
+            || s.wait_response(call, Duration::from_secs(30)).is_some();
+        assert!(answered, "call {call} answered");
+    }
+    let slow = held
+        .iter()
+        .filter(|d| **d > Duration::from_millis(40))
+        .count();
+    assert!(slow <= 1, "pings held up: {held:?}");
+}

@@ -452,3 +452,44 @@ fn write_file_cannot_reach_git_through_links() {
         "ok"
     );
 }
+
+/// A plugin's `sync` and `sync-data` succeed without flushing anything:
+/// one call of a plugin granted no filesystem made ~10,000 device cache
+/// flushes a second (it synced its empty root), with renames between them
+/// 62 MB/s reached the device from a call that wrote nothing (a helper's
+/// find). Counted with `strace` on the server: no `fsync`/`fdatasync` at
+/// all for 500 of each (where `strace` is missing, only the answers are
+/// checked).
+#[test]
+fn a_plugin_cannot_flush_the_disk() {
+    let wt = tempfile::tempdir().unwrap();
+    std::fs::write(wt.path().join("f"), "data").unwrap();
+    let (mut s, _p) = start_serving(&["test-plugins/hostile.wasm"], wt.path(), &[]);
+    let trace = tempfile::tempdir().unwrap();
+    let out = trace.path().join("syncs");
+    let strace = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=fsync,fdatasync,syncfs,sync", "-o"])
+        .arg(&out)
+        .args(["-p", &s.pid().to_string()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok();
+    if strace.is_some() {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let r = s.call("sync_loop", json!({"path": "f", "n": 500}));
+    assert_eq!(r["structuredContent"]["synced"], 500, "{r}");
+    let bad = s.call("sync_loop", json!({"path": "missing", "n": 1}));
+    assert_eq!(bad["isError"], true, "{bad}");
+    let Some(mut strace) = strace else {
+        eprintln!("strace is not installed: the flushes were not counted");
+        return;
+    };
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &strace.id().to_string()])
+        .status();
+    let _ = strace.wait();
+    let seen = std::fs::read_to_string(&out).unwrap_or_default();
+    let flushes = seen.lines().filter(|l| l.contains("sync")).count();
+    assert_eq!(flushes, 0, "{}", &seen[..seen.len().min(2000)]);
+}

@@ -1016,6 +1016,43 @@ fn idle_and_surplus_connections_are_closed() {
     drop(serving.drain(..));
 }
 
+/// A connection whose request head is in but whose body trickles has not
+/// begun to be served: past `--max-connections` it is closed for a new
+/// connection like one idle. 300 such POSTs, each with a token and one body
+/// byte every 2 s, kept every other client out for the 30 s body timeout
+/// each (0 of 79 answered; a helper's find).
+#[test]
+fn a_trickling_body_gives_its_connection_up_to_a_new_one() {
+    let wt = worktree();
+    let s = token_server(
+        wt.path(),
+        workspace_plugins().path(),
+        &["--max-connections", "4"],
+    );
+    let authority = s.base.trim_start_matches("http://").to_string();
+    let mut trickling: Vec<_> = (0..4)
+        .map(|_| {
+            let mut tcp = raw_connection(&s.base);
+            let head = format!(
+                "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+            );
+            tcp.write_all(head.as_bytes()).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            tcp
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let status = rt.block_on(async { post_authed(&client(), &s.url, &list_body()).await.status() });
+    assert_eq!(status, 200, "a client with a token was kept out");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(
+        closed_by_server(&mut trickling[0]),
+        "the longest waiting was kept"
+    );
+}
+
 /// At SIGTERM a 2026-07-28 listen stream completes with its final result
 /// and a 2025-11-25 session ends, with its GET stream: both held their
 /// connections through the whole 10 s grace period (the Python and

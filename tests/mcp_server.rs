@@ -352,6 +352,49 @@ fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
     );
 }
 
+/// A plugin file linked from the writable worktree is the same as a plugin
+/// dir inside it: the dir is not watched, and the log says why. A tool
+/// overwrote the link's target and the reload served it under that
+/// plugin's name and grant (a helper's find).
+#[test]
+fn a_plugin_file_linked_into_the_worktree_is_not_watched() {
+    let wt = worktree();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        plugin("plugins/workspace.wasm"),
+        dir.path().join("workspace.wasm"),
+    )
+    .unwrap();
+    std::fs::create_dir(wt.path().join("plug")).unwrap();
+    let target = wt.path().join("plug/x.wasm");
+    std::fs::copy(plugin("test-plugins/hostile.wasm"), &target).unwrap();
+    std::os::unix::fs::symlink(&target, dir.path().join("x.wasm")).unwrap();
+    let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), &["--watch-ms", "100"]);
+    s.initialize();
+    let before = tool_names(&mut s);
+    assert!(before.contains(&"spin".to_string()), "{before:?}");
+    std::fs::copy(plugin("test-plugins/badmeta.wasm"), &target).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        tool_names(&mut s),
+        before,
+        "the worktree's file was reloaded"
+    );
+    let text = log.read();
+    assert!(text.contains("links into the writable worktree"), "{text}");
+}
+
+/// The names `tools/list` gives.
+fn tool_names(s: &mut Server) -> Vec<String> {
+    let tools = s.request("tools/list", json!({}));
+    tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// A plugin dir inside the writable worktree (the authoring guide serves
 /// `--worktree . --plugins plugins`) is not watched: a tool writing there
 /// replaced another plugin (here: moved it away), and a reload then

@@ -1148,3 +1148,31 @@ fn a_client_s_long_strings_reach_the_log_cut() {
     assert!(text.len() < 64 * 1024, "log of {} bytes", text.len());
     assert!(text.contains("bytes of this log line left out]"), "{text}");
 }
+
+/// rmcp's lines that name what a client did are written the first time
+/// and at each power of two: requests naming a 4,100-byte unknown method,
+/// each answered -32601, wrote a 4 KiB warning each, 22 MB/s of log at the
+/// client's own rate (a helper's find). 300 of them write at most 10.
+#[test]
+fn a_client_cannot_write_the_log_at_its_own_rate() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut s, log) = Server::spawn_logged(wt.path(), plugins.path(), &[]);
+    let method = "x".repeat(4100);
+    for id in 0..300 {
+        s.send_raw(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": with_meta(json!({}))})
+                .to_string(),
+        );
+        let answer = s
+            .wait_response(id, Duration::from_secs(30))
+            .expect("answered");
+        assert_eq!(error_code(&answer), -32601, "{answer}");
+    }
+    s.close_input();
+    s.exit_within(Duration::from_secs(10))
+        .expect("exits at EOF");
+    let text = log.read();
+    let lines = text.lines().filter(|l| l.contains("xxxxxxxx")).count();
+    assert!((1..=10).contains(&lines), "{lines} lines naming the method");
+}

@@ -13,11 +13,15 @@
 //! connection's thread keeps reading and writing frames while an inline
 //! call runs, and a call still running at its first yield after
 //! [`INLINE_FOR`] moves to the pool, so a long call holds up no other
-//! client's.
+//! client's. A step with no yield at all (one long instruction or host
+//! operation) does hold the thread: after one past [`SLOW_INLINE_POLL`],
+//! calls stop running inline for a while ([`INLINE_BACKOFF`], doubled at
+//! each repeat).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
@@ -47,6 +51,68 @@ pub fn start_pool() -> std::io::Result<()> {
 /// call take ~14 ms instead of ~0.5 (a helper's find).
 const INLINE_FOR: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// One poll of an inline call longer than this held the connection's
+/// thread: a single instruction no epoch check interrupts (one
+/// `memory.fill` over 200 MiB of fresh pages, ~100 ms), or one slow host
+/// operation. A client calling such a tool one call at a time, each call
+/// alone and so inline, made every other client's request wait ~100×
+/// longer (a helper's find). After one, no call runs inline for
+/// [`INLINE_BACKOFF`], doubled at each repeat up to [`MAX_INLINE_BACKOFF`]:
+/// such a plugin holds the connection once in a long while, not at its
+/// caller's rate.
+const SLOW_INLINE_POLL: Duration = Duration::from_millis(20);
+const INLINE_BACKOFF: Duration = Duration::from_secs(10);
+const MAX_INLINE_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// Inline calls are off until this, µs since [`process_start`].
+static NO_INLINE_UNTIL: AtomicU64 = AtomicU64::new(0);
+/// Slow inline polls so far.
+static SLOW_POLLS: AtomicU32 = AtomicU32::new(0);
+
+fn process_start() -> Instant {
+    static START: OnceLock<Instant> = OnceLock::new();
+    *START.get_or_init(Instant::now)
+}
+
+fn micros_now() -> u64 {
+    process_start().elapsed().as_micros() as u64
+}
+
+/// Whether a call alone may run inline now.
+fn inline_allowed() -> bool {
+    micros_now() >= NO_INLINE_UNTIL.load(Ordering::Acquire)
+}
+
+/// Counts a slow inline poll: inline calls are off for the backoff.
+fn slow_inline_poll(took: Duration) {
+    let n = SLOW_POLLS.fetch_add(1, Ordering::AcqRel);
+    let backoff = INLINE_BACKOFF
+        .saturating_mul(1u32 << n.min(16))
+        .min(MAX_INLINE_BACKOFF);
+    let until = micros_now() + backoff.as_micros() as u64;
+    NO_INLINE_UNTIL.fetch_max(until, Ordering::AcqRel);
+    tracing::warn!(
+        took_ms = took.as_millis() as u64,
+        off_for_s = backoff.as_secs(),
+        "a call held the connection's thread in one step (one instruction or host \
+         operation no deadline check interrupts): calls run on the call pool for a while"
+    );
+}
+
+/// Polls `call` once, counting a poll past [`SLOW_INLINE_POLL`].
+fn timed_poll<F: Future + ?Sized>(
+    call: std::pin::Pin<&mut F>,
+    cx: &mut std::task::Context<'_>,
+) -> std::task::Poll<F::Output> {
+    let started = Instant::now();
+    let polled = call.poll(cx);
+    let took = started.elapsed();
+    if took > SLOW_INLINE_POLL {
+        slow_inline_poll(took);
+    }
+    polled
+}
+
 /// Runs `call` inline when it is the only call in flight (moving it to the
 /// call pool if it runs past [`INLINE_FOR`]), else on the call
 /// pool. `None`: the pool dropped the call (the process is shutting down).
@@ -62,10 +128,11 @@ where
         return Some(call.await);
     };
     let mut call = Box::pin(call);
-    if slot.alone {
+    if slot.alone && inline_allowed() {
+        let inline = std::future::poll_fn(|cx| timed_poll(call.as_mut(), cx));
         tokio::select! {
             biased;
-            out = &mut call => return Some(out),
+            out = inline => return Some(out),
             () = tokio::time::sleep(INLINE_FOR) => {}
         }
     }

@@ -542,18 +542,44 @@ fn sign_all(key: &Path, plugins: &[PathBuf]) -> Result<()> {
 /// a plugin writing there replaced another plugin, which a reload then
 /// published under that plugin's name and grant (a helper's find).
 fn writers_reach_plugins(c: &CommonArgs) -> bool {
+    if c.read_only {
+        return false;
+    }
     let why = "tools can write";
-    let inside = !c.read_only
-        && wasm_mcp_host::operator_paths::outside_worktree(&c.plugins, &c.worktree, why).is_err();
-    if inside {
+    let inside =
+        |p: &Path| wasm_mcp_host::operator_paths::outside_worktree(p, &c.worktree, why).is_err();
+    if inside(&c.plugins) {
         tracing::warn!(
             plugins = %c.plugins.display(),
             "the plugin dir is inside the writable worktree: not watched (no hot reload), \
              so a tool writing there cannot replace a plugin while serving; keep plugins \
              outside the worktree, or pin them (--locked), for the next start too"
         );
+        return true;
     }
-    inside
+    // A plugin file (or signature) linked from the worktree: the same (a
+    // tool overwrote the link's target, and the reload served it under the
+    // plugin's name and grant; a helper's find).
+    let linked = linked_into(&c.plugins, inside);
+    if let Some(file) = &linked {
+        tracing::warn!(
+            plugin = %file.display(),
+            "a plugin file links into the writable worktree: the plugin dir is not watched \
+             (no hot reload), so a tool writing there cannot replace a plugin while serving; \
+             keep plugins outside the worktree, or pin them (--locked), for the next start too"
+        );
+    }
+    linked.is_some()
+}
+
+/// The first file of `dir` that is a symlink whose target `inside` holds.
+fn linked_into(dir: &Path, inside: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
+        // Resolved as the operator paths are: a dangling link into the
+        // worktree is found too (a tool may make its target later).
+        let link = e.file_type().ok()?.is_symlink();
+        (link && inside(&e.path())).then(|| e.path())
+    })
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
@@ -622,13 +648,16 @@ fn no_transparent_huge_pages() {
 }
 
 async fn run() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
+    use tracing_subscriber::prelude::*;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WASM_MCP_LOG")
+        .unwrap_or_else(|_| wasm_mcp_host::DEFAULT_LOG_FILTER.into());
+    let lines = tracing_subscriber::fmt::layer()
         .with_writer(wasm_mcp_host::log_lines::CappedLines(std::io::stderr))
         .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WASM_MCP_LOG")
-                .unwrap_or_else(|_| wasm_mcp_host::DEFAULT_LOG_FILTER.into()),
-        )
+        .with_filter(wasm_mcp_host::log_lines::at_powers_of_two());
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(lines)
         .init();
     let cli = Cli::parse();
     let result = match cli.cmd {

@@ -142,7 +142,8 @@ pub fn parse_line(line: &[u8]) -> Line {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Line::Skipped;
     }
-    if wasm_mcp_protocol::json_values(line) > MAX_JSON_VALUES {
+    let values = wasm_mcp_protocol::json_values(line);
+    if values > MAX_JSON_VALUES {
         let message =
             format!("the request holds more than {MAX_JSON_VALUES} JSON values; it was not read");
         return answer_or_drop(line, ErrorData::invalid_request(message, None));
@@ -151,7 +152,7 @@ pub fn parse_line(line: &[u8]) -> Line {
         return refused;
     }
     let error = match serde_json::from_slice(line) {
-        Ok(message) => return refuse_if_kept_and_large(message, line.len()),
+        Ok(message) => return refuse_if_kept_and_large(message, line.len(), values),
         Err(e) => e,
     };
     let code = match error.classify() {
@@ -173,18 +174,36 @@ pub fn parse_line(line: &[u8]) -> Line {
 /// ~850 MB (a helper's find); a real one is a few hundred bytes.
 pub const MAX_KEPT_REQUEST_BYTES: usize = 64 << 10;
 
+/// Most JSON values of a request the server keeps for long. Bytes alone
+/// did not bound what is kept: 64 KiB of one-member objects parse to ~6 MB,
+/// and 256 sessions of them held 1.6 GB, 700 stdio listen streams 4 GB (a
+/// helper's find). A real one holds a few dozen.
+pub const MAX_KEPT_REQUEST_VALUES: usize = 1024;
+
 /// `message`, or its refusal (-32602) when it is a request the server
-/// keeps ([`MAX_KEPT_REQUEST_BYTES`]) and its line is longer than that.
-fn refuse_if_kept_and_large(message: RxJsonRpcMessage<RoleServer>, bytes: usize) -> Line {
+/// keeps and its line is longer than [`MAX_KEPT_REQUEST_BYTES`] or holds
+/// more than [`MAX_KEPT_REQUEST_VALUES`] JSON values.
+fn refuse_if_kept_and_large(
+    message: RxJsonRpcMessage<RoleServer>,
+    bytes: usize,
+    values: usize,
+) -> Line {
     let rmcp::model::JsonRpcMessage::Request(request) = &message else {
         return Line::Message(message);
     };
     let method = request.request.method();
-    if bytes <= MAX_KEPT_REQUEST_BYTES || !matches!(method, "initialize" | "subscriptions/listen") {
+    if !matches!(method, "initialize" | "subscriptions/listen") {
         return Line::Message(message);
     }
+    let over = if bytes > MAX_KEPT_REQUEST_BYTES {
+        format!("at most {MAX_KEPT_REQUEST_BYTES} bytes; this one is {bytes}")
+    } else if values > MAX_KEPT_REQUEST_VALUES {
+        format!("at most {MAX_KEPT_REQUEST_VALUES} JSON values; this one holds {values}")
+    } else {
+        return Line::Message(message);
+    };
     let error = ErrorData::invalid_params(
-        format!("a {method} request is kept while its session or stream lasts, and may be at most {MAX_KEPT_REQUEST_BYTES} bytes; this one is {bytes}"),
+        format!("a {method} request is kept while its session or stream lasts, and may be {over}"),
         None,
     );
     Line::Refused(Answer::error(error, Some(request.id.clone())))

@@ -20,6 +20,13 @@ use sha2::{Digest, Sha256};
 
 /// Shortest static token accepted (a guessable token is no protection).
 pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Longest bearer token read, in bytes. Access tokens are a few KiB (Entra
+/// ID's with group claims reach ~8 KiB); a 480 KB token whose header was
+/// 40,000 tiny objects cost ~15 ms of parsing before any signature check,
+/// and 16 clients with no valid token slowed every other client ~100×
+/// (a helper's find).
+pub const MAX_TOKEN_BYTES: usize = 16 << 10;
 /// Clock skew tolerated on `exp` / `nbf`, in seconds.
 const LEEWAY_SECS: u64 = 30;
 
@@ -174,6 +181,10 @@ fn check_token(t: &str) -> Result<()> {
         t.bytes().all(|b| b.is_ascii_graphic()),
         "the bearer token must be printable ASCII without spaces"
     );
+    ensure!(
+        t.len() <= MAX_TOKEN_BYTES,
+        "the bearer token must be at most {MAX_TOKEN_BYTES} bytes"
+    );
     Ok(())
 }
 
@@ -198,6 +209,9 @@ fn bearer(headers: &HeaderMap) -> Result<&str, AuthError> {
         .to_str()
         .map_err(|_| AuthError::Invalid("Authorization is not text".into()))?;
     match text.split_once(' ') {
+        Some((_, token)) if token.len() > MAX_TOKEN_BYTES => Err(AuthError::Invalid(format!(
+            "token longer than {MAX_TOKEN_BYTES} bytes"
+        ))),
         Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() => {
             Ok(token.trim())
         }
@@ -353,8 +367,13 @@ fn names_critical_extensions(token: &str) -> bool {
     let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(encoded) else {
         return false;
     };
-    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
-        .is_ok_and(|header| header.contains_key("crit"))
+    // Only `crit` is read; the rest is skipped, not built into values.
+    #[derive(Deserialize)]
+    struct Critical {
+        #[serde(default)]
+        crit: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Critical>(&bytes).is_ok_and(|header| header.crit.is_some())
 }
 
 #[cfg(test)]
@@ -426,6 +445,17 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_long_token_is_refused_unread() {
+        let a = Authenticator::new(Some("0123456789abcdef-secret".into()), None).unwrap();
+        let long = format!("Bearer {}", "a".repeat(MAX_TOKEN_BYTES + 1));
+        match a.verify(&with_auth(&long)) {
+            Err(AuthError::Invalid(why)) => assert!(why.contains("longer than"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(Authenticator::new(Some("a".repeat(MAX_TOKEN_BYTES + 1)), None).is_err());
     }
 
     #[test]

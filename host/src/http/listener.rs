@@ -5,8 +5,9 @@
 //!   descriptor of this process, whose limit the plugins' calls share:
 //!   1,100 idle connections took the last one, and `read_file` failed). A
 //!   connection past the bound takes the place of the one that has waited
-//!   longest for a request (idle keep-alive, or a head still coming:
-//!   [`Connections`]); when every one is serving a request, it is closed as
+//!   longest for a request (idle keep-alive, a head still coming, or a
+//!   body still coming: [`Connections`], [`ServingMark`]); when every one
+//!   is serving a request, it is closed as
 //!   soon as it is accepted. Connections that send half a request head and
 //!   wait out the header timeout, 300 at a time, kept every client with a
 //!   token out (a helper's find); a client's own connection sends its head
@@ -212,7 +213,8 @@ impl Conn {
     }
 
     /// `app`, with this connection marked serving from each request's
-    /// arrival until its response body ends or is dropped.
+    /// arrival (its body's, for one with a body: [`ServingMark`]) until its
+    /// response body ends or is dropped.
     fn serving(&self, app: Router) -> Serving {
         Serving {
             app,
@@ -237,6 +239,39 @@ struct Serving {
 /// Held while a request is served; its drop marks the connection waiting.
 struct Busy(Arc<ConnState>);
 
+impl Busy {
+    fn start(state: Arc<ConnState>) -> Self {
+        state.serving.fetch_add(1, Ordering::AcqRel);
+        Busy(state)
+    }
+}
+
+/// Marks its connection serving a request once [`ServingMark::start`] is
+/// called (when the request's body has been read, or at once for a request
+/// without one), until the last clone is dropped (the response body's end).
+/// Until then the connection still waits for its request, and may be
+/// closed for a new one: a POST whose head was in and whose body trickled
+/// counted as serving, and 300 of them kept every other client out (a
+/// helper's find). The MCP endpoint starts it after reading the body.
+#[derive(Clone)]
+pub struct ServingMark(Arc<(Arc<ConnState>, std::sync::OnceLock<Busy>)>);
+
+impl ServingMark {
+    pub fn start(&self) {
+        self.0 .1.get_or_init(|| Busy::start(self.0 .0.clone()));
+    }
+}
+
+/// Whether `req` has a body still to come (a length, or chunks).
+fn has_body(req: &Request<Incoming>) -> bool {
+    use axum::http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+    let headers = req.headers();
+    headers.contains_key(TRANSFER_ENCODING)
+        || headers
+            .get(CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
+}
+
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.waiting_from_now();
@@ -254,13 +289,18 @@ impl tower::Service<Request<Incoming>> for Serving {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<Incoming>) -> Self::Future {
-        self.state.serving.fetch_add(1, Ordering::AcqRel);
-        let busy = Busy(self.state.clone());
+    fn call(&mut self, mut req: Request<Incoming>) -> Self::Future {
+        let mark = ServingMark(Arc::new((self.state.clone(), std::sync::OnceLock::new())));
+        if !has_body(&req) {
+            mark.start();
+        }
+        req.extensions_mut().insert(mark.clone());
         let app = self.app.clone();
         Box::pin(async move {
             let response = app.oneshot(req.map(Body::new)).await?;
-            Ok(response.map(|body| super::holding(body, busy)))
+            // Its answer is being written: serving, body read or not.
+            mark.start();
+            Ok(response.map(|body| super::holding(body, mark)))
         })
     }
 }

@@ -281,10 +281,16 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         Ok(v) => v,
         Err(e) => return unauthorized(&gate, &e),
     };
+    let mark = req.extensions().get::<listener::ServingMark>().cloned();
     let (req, requested, heavy) = match read_body(&gate, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
     };
+    // From here the request is served; while its body came, its connection
+    // could still be closed for a new one.
+    if let Some(mark) = mark {
+        mark.start();
+    }
     let method = requested.as_ref().map(|r| r.method.clone());
     let session = req
         .headers()

@@ -226,3 +226,24 @@ fn a_large_request_the_server_would_keep_is_refused() {
     let small = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
     assert!(matches!(parse_line(small.as_bytes()), Line::Message(_)));
 }
+
+/// Bytes alone do not bound what a kept request costs once parsed: 64 KiB
+/// of one-member objects in `capabilities` took ~6 MB a session (256
+/// sessions 1.6 GB; a helper's find). Past `MAX_KEPT_REQUEST_VALUES` JSON
+/// values such a request is refused too; a tool call of as many is not.
+#[test]
+fn a_kept_request_of_many_small_values_is_refused() {
+    let objects = vec![r#"{"":0}"#; MAX_KEPT_REQUEST_VALUES].join(",");
+    let initialize = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{"experimental":{{"x":[{objects}]}}}},"clientInfo":{{"name":"c","version":"1"}}}}}}"#
+    );
+    assert!(initialize.len() < MAX_KEPT_REQUEST_BYTES);
+    let (code, answered_to, message) = refused(initialize.as_bytes());
+    assert_eq!(code, -32602, "{message}");
+    assert_eq!(answered_to, Some(RequestId::Number(7)));
+    assert!(message.contains("JSON values"), "{message}");
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"x","arguments":{{"a":[{objects}]}}}}}}"#
+    );
+    assert!(matches!(parse_line(call.as_bytes()), Line::Message(_)));
+}

@@ -98,6 +98,19 @@ pub fn tools() -> Vec<Tool> {
             None,
         ),
         t(
+            "fill",
+            obj(json!({"mb": {"type": "integer", "minimum": 0}}), &["mb"]),
+            None,
+        ),
+        t(
+            "sync_loop",
+            obj(
+                json!({"path": s(), "n": {"type": "integer", "minimum": 0}}),
+                &["path", "n"],
+            ),
+            None,
+        ),
+        t(
             "create_race",
             obj(
                 json!({"mode": {"enum": ["flip", "create", "swap_fifo", "open", "open_dotdot"]},
@@ -530,6 +543,28 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
         "create_race" => {
             let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
             json!({"kept": create_race(&arg("mode"), ms)})
+        }
+        "fill" => {
+            // One `memory.fill` over `mb` fresh MiB, first thing: no epoch
+            // check interrupts a single instruction.
+            let mb = args.get("mb").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let filled = std::hint::black_box(vec![1u8; mb << 20]);
+            json!({"filled": filled.len()})
+        }
+        "sync_loop" => {
+            // fsync and fdatasync of the file `path`, `n` times each (open
+            // for writing: preview1 gives a read-only descriptor no right
+            // to sync).
+            let n = args.get("n").and_then(Value::as_u64).unwrap_or(0);
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(arg("path"))
+                .map_err(io)?;
+            for _ in 0..n {
+                f.sync_all().map_err(io)?;
+                f.sync_data().map_err(io)?;
+            }
+            json!({"synced": n})
         }
         "fs_mutate" => {
             let result = mutate(&arg("op"), &arg("path"), &arg("to"));
