@@ -1053,6 +1053,56 @@ fn a_trickling_body_gives_its_connection_up_to_a_new_one() {
     );
 }
 
+/// Connections that connect and send nothing, made again as they are
+/// closed, take the places of one another, not of a client's keep-alive
+/// connection between its requests: they closed the idle connections of
+/// clients with a token, and the official Python SDK failed its session
+/// (a helper's find). A connection never served goes first.
+#[test]
+fn connections_that_send_nothing_do_not_close_a_client_s_keep_alive() {
+    let wt = worktree();
+    let s = token_server(
+        wt.path(),
+        workspace_plugins().path(),
+        &["--max-connections", "4"],
+    );
+    let authority = s.base.trim_start_matches("http://").to_string();
+    let body = list_body().to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {}\r\nMcp-Method: tools/list\r\nContent-Length: {}\r\n\r\n{body}",
+        support::http::STATELESS,
+        body.len()
+    );
+    let exchange = |tcp: &mut std::net::TcpStream| -> String {
+        tcp.write_all(request.as_bytes()).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_millis(1500)))
+            .unwrap();
+        let (mut got, mut buf) = (Vec::new(), [0u8; 8192]);
+        while let Ok(n) = tcp.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    let mut client = raw_connection(&s.base);
+    assert!(exchange(&mut client).starts_with("HTTP/1.1 200"));
+    let silent: Vec<_> = (0..4)
+        .map(|_| {
+            let tcp = raw_connection(&s.base);
+            std::thread::sleep(Duration::from_millis(100));
+            tcp
+        })
+        .collect();
+    let again = exchange(&mut client);
+    assert!(
+        again.starts_with("HTTP/1.1 200"),
+        "the client's connection was closed: {again:?}"
+    );
+    drop(silent);
+}
+
 /// At SIGTERM a 2026-07-28 listen stream completes with its final result
 /// and a 2025-11-25 session ends, with its GET stream: both held their
 /// connections through the whole 10 s grace period (the Python and
@@ -1259,6 +1309,30 @@ async fn sessions_are_bounded() {
         statuses.push(initialize_2025(&c, &s.url).await.status().as_u16());
     }
     assert_eq!(statuses, [200, 200, 200, 503]);
+    // An id that is not visible ASCII, or two of them, is 400: one that was
+    // not text read as no session, here and to rmcp, which made a session
+    // past the bound for each (3,000 against 3; a helper's find).
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "http-test", "version": "1"}}});
+    let odd = reqwest::header::HeaderValue::from_bytes(b"\xff\xfe").unwrap();
+    let spaced = reqwest::header::HeaderValue::from_static("a b");
+    for ids in [
+        vec![odd],
+        vec![spaced],
+        vec!["a".parse().unwrap(), "b".parse().unwrap()],
+    ] {
+        let mut r = c
+            .post(&s.url)
+            .bearer_auth(TOKEN)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&init);
+        for id in ids {
+            r = r.header("Mcp-Session-Id", id);
+        }
+        assert_eq!(r.send().await.unwrap().status(), 400);
+    }
+    assert_eq!(initialize_2025(&c, &s.url).await.status(), 503);
     // Stateless requests need no session and are still served.
     let r = post_authed(&c, &s.url, &list_body()).await;
     assert_eq!(r.status(), 200);

@@ -6,8 +6,9 @@
 //!   1,100 idle connections took the last one, and `read_file` failed). A
 //!   connection past the bound takes the place of the one that has waited
 //!   longest for a request (idle keep-alive, a head still coming, or a
-//!   body still coming: [`Connections`], [`ServingMark`]); when every one
-//!   is serving a request, it is closed as
+//!   body still coming: [`Connections`], [`ServingMark`]), one never
+//!   served before one between its requests; when every one is serving a
+//!   request, it is closed as
 //!   soon as it is accepted. Connections that send half a request head and
 //!   wait out the header timeout, 300 at a time, kept every client with a
 //!   token out (a helper's find); a client's own connection sends its head
@@ -82,6 +83,10 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // Frames go out as written: a session's answer, streamed in small
+        // writes, waited ~40 ms a request for the client's delayed ACK
+        // (Nagle; a helper's find).
+        let _ = stream.set_nodelay(true);
         let Some(conn) = open.admit().await else {
             refused(peer, max_connections);
             continue;
@@ -125,6 +130,9 @@ struct Connections {
 struct ConnState {
     /// Requests being served (HTTP/1.1 serves one at a time).
     serving: AtomicUsize,
+    /// It has been served a request: a client's keep-alive connection
+    /// between its requests, not one that never sent a whole one.
+    served: std::sync::atomic::AtomicBool,
     /// When it last began to wait for a request, in µs since `epoch`.
     waiting_since: AtomicU64,
     /// The table's `Connections::epoch`.
@@ -183,6 +191,7 @@ impl Connections {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(ConnState {
             serving: AtomicUsize::new(0),
+            served: std::sync::atomic::AtomicBool::new(false),
             waiting_since: AtomicU64::new(0),
             epoch: self.epoch,
             evict: CancellationToken::new(),
@@ -197,11 +206,21 @@ impl Connections {
         })
     }
 
+    /// The connection to close for a new one: of those not serving a
+    /// request, one that was never served (it sent nothing, or not a whole
+    /// request) before one that was, the longest waiting first. Connections
+    /// that connect and send nothing, made again as they are closed,
+    /// otherwise closed the idle keep-alive connections of clients with a
+    /// token between their requests (the official Python SDK then failed
+    /// its session; a helper's find).
     fn longest_waiting(&self) -> Option<Arc<ConnState>> {
         self.table()
             .values()
             .filter(|c| c.serving.load(Ordering::Acquire) == 0 && !c.evict.is_cancelled())
-            .min_by_key(|c| c.waiting_since.load(Ordering::Acquire))
+            .min_by_key(|c| {
+                let served = c.served.load(Ordering::Acquire);
+                (served, c.waiting_since.load(Ordering::Acquire))
+            })
             .cloned()
     }
 }
@@ -242,6 +261,7 @@ struct Busy(Arc<ConnState>);
 impl Busy {
     fn start(state: Arc<ConnState>) -> Self {
         state.serving.fetch_add(1, Ordering::AcqRel);
+        state.served.store(true, Ordering::Release);
         Busy(state)
     }
 }

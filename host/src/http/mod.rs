@@ -292,11 +292,10 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         mark.start();
     }
     let method = requested.as_ref().map(|r| r.method.clone());
-    let session = req
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let session = match session_named(req.headers()) {
+        Ok(session) => session,
+        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+    };
     if let Some(session) = &session {
         if !gate.owners.admits(session, &principal) {
             return no_such_session();
@@ -314,7 +313,7 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             return gone;
         }
     }
-    if method.as_deref() == Some("initialize") && !req.headers().contains_key(SESSION_HEADER) {
+    if method.as_deref() == Some("initialize") && session.is_none() {
         if let Some(full) = sessions_full(&gate).await {
             return full;
         }
@@ -431,6 +430,23 @@ async fn unknown_session(gate: &Gate, session: Option<&str>) -> Option<Response>
 /// 404 for a session that does not exist, or is another principal's.
 fn no_such_session() -> Response {
     (StatusCode::NOT_FOUND, "Not Found: no such session").into_response()
+}
+
+/// The session a request names: none, or one `Mcp-Session-Id` of visible
+/// ASCII (as the spec defines an id); anything else is 400. An id that was
+/// not text read as none here and as none to rmcp, which made a session
+/// for each such `initialize` past `--max-sessions`: 3,000 sessions
+/// against a bound of 3 (a helper's find).
+fn session_named(headers: &axum::http::HeaderMap) -> Result<Option<String>, &'static str> {
+    let mut named = headers.get_all(SESSION_HEADER).iter();
+    let Some(id) = named.next() else {
+        return Ok(None);
+    };
+    let visible = !id.is_empty() && id.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b));
+    if named.next().is_some() || !visible {
+        return Err("Bad Request: Mcp-Session-Id must be one header of visible ASCII");
+    }
+    Ok(id.to_str().ok().map(str::to_owned))
 }
 
 /// The session id a response names.
