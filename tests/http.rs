@@ -402,6 +402,12 @@ fn oauth_config(dir: &Path) -> PathBuf {
     path
 }
 
+/// A server taking JWTs ([`oauth_config`] written in `dir`).
+fn oauth_server(wt: &Path, plugins: &Path, dir: &Path) -> HttpServer {
+    let cfg = oauth_config(dir);
+    HttpServer::start(wt, plugins, &["--oauth-config", cfg.to_str().unwrap()], &[])
+}
+
 fn now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -434,13 +440,7 @@ fn unsigned_jwt(claims: &Value) -> String {
 async fn jwts_are_validated_and_tool_scopes_enforced() {
     let (wt, plugins) = (worktree(), workspace_plugins());
     let dir = tempfile::tempdir().unwrap();
-    let cfg = oauth_config(dir.path());
-    let s = HttpServer::start(
-        wt.path(),
-        plugins.path(),
-        &["--oauth-config", cfg.to_str().unwrap()],
-        &[],
-    );
+    let s = oauth_server(wt.path(), plugins.path(), dir.path());
     let c = client();
     let send = |token: String, body: Value| {
         let (c, url) = (c.clone(), s.url.clone());
@@ -537,13 +537,7 @@ async fn jwts_are_validated_and_tool_scopes_enforced() {
 async fn a_session_is_used_only_by_the_subject_that_made_it() {
     let (wt, plugins) = (worktree(), workspace_plugins());
     let dir = tempfile::tempdir().unwrap();
-    let cfg = oauth_config(dir.path());
-    let s = HttpServer::start(
-        wt.path(),
-        plugins.path(),
-        &["--oauth-config", cfg.to_str().unwrap()],
-        &[],
-    );
+    let s = oauth_server(wt.path(), plugins.path(), dir.path());
     let c = client();
     let token_of = |sub: &str, ttl: i64| {
         let mut cl = claims("tools:read");

@@ -383,50 +383,92 @@ fn ask_without_a_terminal_uses_ask_default() {
     assert!(branches.trim().is_empty(), "{branches}");
 }
 
+/// A run of [`TASK`] that has written NOTES.md and hangs in `spin`: its
+/// repository, scratch dir and process, once the spin call was sent.
+struct Hanging {
+    repo: tempfile::TempDir,
+    _scratch: tempfile::TempDir,
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Hanging {
+    fn start() -> Hanging {
+        let repo = sample_repo();
+        let scratch = tempfile::tempdir().unwrap();
+        let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+        let policy = write_policy(
+            scratch.path(),
+            plugins.path(),
+            &["--timeout-ms", "120000"],
+            &["write_file", "spin"],
+            &[],
+            120_000,
+        );
+        let task = scratch.path().join("task.toml");
+        std::fs::write(&task, TASK).unwrap();
+        let mut child = Command::new(agent_bin())
+            .args(["run-task", "--provider", "scripted", "--policy"])
+            .arg(&policy)
+            .arg("--task")
+            .arg(&task)
+            .arg("--out-dir")
+            .arg(scratch.path().join("runs"))
+            .current_dir(repo.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("spin call never started")
+            .contains("→ ws.spin")
+        {}
+        Hanging {
+            repo,
+            _scratch: scratch,
+            child,
+            lines,
+        }
+    }
+
+    /// Its exit status, within `limit`.
+    fn status_within(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "no exit within {limit:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The run's `agent/*` branch.
+    fn branch(&self) -> String {
+        let listed = git(
+            self.repo.path(),
+            &["branch", "--list", "agent/*", "--format=%(refname:short)"],
+        );
+        listed.trim().to_string()
+    }
+}
+
 /// A second Ctrl-C exits at once (130), and nothing is lost: the work is
 /// either committed on the branch or still in the worktree.
 #[test]
 fn a_second_ctrl_c_exits_at_once_and_loses_nothing() {
-    let repo = sample_repo();
-    let scratch = tempfile::tempdir().unwrap();
-    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
-    let policy = write_policy(
-        scratch.path(),
-        plugins.path(),
-        &["--timeout-ms", "120000"],
-        &["write_file", "spin"],
-        &[],
-        120_000,
-    );
-    let task = scratch.path().join("task.toml");
-    std::fs::write(&task, TASK).unwrap();
-    let mut child = Command::new(agent_bin())
-        .args(["run-task", "--provider", "scripted", "--policy"])
-        .arg(&policy)
-        .arg("--task")
-        .arg(&task)
-        .arg("--out-dir")
-        .arg(scratch.path().join("runs"))
-        .current_dir(repo.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !rx
-        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .expect("spin call never started")
-        .contains("→ ws.spin")
-    {}
-    let pid = child.id().to_string();
+    let mut run = Hanging::start();
+    let pid = run.child.id().to_string();
     for _ in 0..2 {
         assert!(Command::new("kill")
             .args(["-INT", &pid])
@@ -436,20 +478,10 @@ fn a_second_ctrl_c_exits_at_once_and_loses_nothing() {
         // Past the window in which a second signal is the same request.
         std::thread::sleep(Duration::from_millis(700));
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit after a second Ctrl-C");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = run.status_within(Duration::from_secs(10));
     assert_eq!(status.code(), Some(130));
-    let branch = git(
-        repo.path(),
-        &["branch", "--list", "agent/*", "--format=%(refname:short)"],
-    );
-    let branch = branch.trim();
+    let branch = run.branch();
+    let repo = &run.repo;
     let committed = Command::new("git")
         .arg("-C")
         .arg(repo.path())
@@ -473,71 +505,22 @@ fn a_second_ctrl_c_exits_at_once_and_loses_nothing() {
 /// without committing in about one run of four (a helper's find).
 #[test]
 fn a_doubled_signal_is_one_interruption_and_the_work_is_committed() {
-    let repo = sample_repo();
-    let scratch = tempfile::tempdir().unwrap();
-    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
-    let policy = write_policy(
-        scratch.path(),
-        plugins.path(),
-        &["--timeout-ms", "120000"],
-        &["write_file", "spin"],
-        &[],
-        120_000,
-    );
-    let task = scratch.path().join("task.toml");
-    std::fs::write(&task, TASK).unwrap();
-    let mut child = Command::new(agent_bin())
-        .args(["run-task", "--provider", "scripted", "--policy"])
-        .arg(&policy)
-        .arg("--task")
-        .arg(&task)
-        .arg("--out-dir")
-        .arg(scratch.path().join("runs"))
-        .current_dir(repo.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !rx
-        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .expect("spin call never started")
-        .contains("→ ws.spin")
-    {}
-    let pid = child.id().to_string();
+    let mut run = Hanging::start();
+    let pid = run.child.id().to_string();
     // Both signals from one `kill`: SIGTERM twice, back to back.
     assert!(Command::new("sh")
         .args(["-c", &format!("kill -TERM {pid}; kill -TERM {pid}")])
         .status()
         .unwrap()
         .success());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit after the signals");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let log: Vec<String> = rx.try_iter().collect();
+    let status = run.status_within(Duration::from_secs(60));
+    let log: Vec<String> = run.lines.try_iter().collect();
     let log = log.join("\n");
     assert_eq!(status.code(), Some(130), "{log}");
     assert!(!log.contains("interrupted twice"), "{log}");
-    let branch = git(
-        repo.path(),
-        &["branch", "--list", "agent/*", "--format=%(refname:short)"],
-    );
     let notes = git(
-        repo.path(),
-        &["show", &format!("{}:NOTES.md", branch.trim())],
+        run.repo.path(),
+        &["show", &format!("{}:NOTES.md", run.branch())],
     );
     assert_eq!(notes, "written before Ctrl-C\n", "{log}");
 }
