@@ -25,83 +25,25 @@ args = {}
 
 #[test]
 fn ctrl_c_during_a_hanging_call_keeps_the_work_and_exits_130() {
-    let repo = sample_repo();
-    let scratch = tempfile::tempdir().unwrap();
-    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
-    let policy = write_policy(
-        scratch.path(),
-        plugins.path(),
-        &["--timeout-ms", "120000"],
-        &["write_file", "spin"],
-        &[],
-        120_000,
-    );
-    let task = scratch.path().join("task.toml");
-    std::fs::write(&task, TASK).unwrap();
-    let runs = scratch.path().join("runs");
-    let mut child = Command::new(agent_bin())
-        .args(["run-task", "--provider", "scripted", "--policy"])
-        .arg(&policy)
-        .arg("--task")
-        .arg(&task)
-        .arg("--out-dir")
-        .arg(&runs)
-        .current_dir(repo.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    // Wait for the progress line that says the hanging call was sent.
-    let mut log = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| panic!("spin call never started:\n{}", log.join("\n")));
-        log.push(line.clone());
-        if line.contains("→ ws.spin") {
-            break;
-        }
-    }
+    let mut run = Hanging::start();
     std::thread::sleep(Duration::from_millis(300));
     let kill = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
+        .args(["-INT", &run.child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
     // Ends near the cancel, not when the 120 s tool timeout fires.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit after Ctrl-C");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    log.extend(rx.try_iter());
+    let status = run.status_within(Duration::from_secs(60));
+    let log: Vec<String> = run.lines.try_iter().collect();
     let log = log.join("\n");
     assert_eq!(status.code(), Some(130), "{log}");
     assert!(log.contains("interrupted"), "{log}");
 
     // The work before Ctrl-C is one commit on the kept branch.
-    let branches = git(
-        repo.path(),
-        &["branch", "--list", "agent/*", "--format=%(refname:short)"],
-    );
-    let branch = branches.trim();
-    assert!(
-        branch.starts_with("agent/interrupted-"),
-        "{branches}\n{log}"
-    );
+    let repo = &run.repo;
+    let runs = run.scratch.path().join("runs");
+    let branch = &run.branch();
+    assert!(branch.starts_with("agent/interrupted-"), "{branch}\n{log}");
     let notes = git(repo.path(), &["show", &format!("{branch}:NOTES.md")]);
     assert_eq!(notes, "written before Ctrl-C\n");
     let msg = git(repo.path(), &["log", "-1", "--format=%B", branch]);
@@ -387,7 +329,7 @@ fn ask_without_a_terminal_uses_ask_default() {
 /// repository, scratch dir and process, once the spin call was sent.
 struct Hanging {
     repo: tempfile::TempDir,
-    _scratch: tempfile::TempDir,
+    scratch: tempfile::TempDir,
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
 }
@@ -435,7 +377,7 @@ impl Hanging {
         {}
         Hanging {
             repo,
-            _scratch: scratch,
+            scratch,
             child,
             lines,
         }
