@@ -546,17 +546,7 @@ async fn a_session_is_used_only_by_the_subject_that_made_it() {
         jwt(&cl, "issuer-key.pem")
     };
     let (alice, mallory) = (token_of("alice", 600), token_of("mallory", 600));
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "http-test", "version": "1"}}});
-    let r = c
-        .post(&s.url)
-        .bearer_auth(&alice)
-        .header("Accept", "application/json, text/event-stream")
-        .json(&init)
-        .send()
-        .await
-        .unwrap();
+    let r = initialize_2025_as(&c, &s.url, &alice).await;
     assert_eq!(r.status(), 200);
     let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
     let in_sid = |token: &str, method: Method| {
@@ -621,14 +611,7 @@ async fn a_session_is_used_only_by_the_subject_that_made_it() {
         jwt(&cl, "issuer-key.pem")
     };
     let (first, second) = (anonymous(600), anonymous(700));
-    let r = c
-        .post(&s.url)
-        .bearer_auth(&first)
-        .header("Accept", "application/json, text/event-stream")
-        .json(&init)
-        .send()
-        .await
-        .unwrap();
+    let r = initialize_2025_as(&c, &s.url, &first).await;
     assert_eq!(r.status(), 200);
     let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
     let in_sid = |token: &str| {
@@ -691,11 +674,16 @@ async fn two_replicas_serve_one_worktree_alternately_without_sessions() {
 
 /// A 2025-11-25 `initialize` with the test token (a new session).
 async fn initialize_2025(c: &reqwest::Client, url: &str) -> reqwest::Response {
+    initialize_2025_as(c, url, TOKEN).await
+}
+
+/// A 2025-11-25 `initialize` with `token`.
+async fn initialize_2025_as(c: &reqwest::Client, url: &str, token: &str) -> reqwest::Response {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "http-test", "version": "1"}}});
     c.post(url)
-        .bearer_auth(TOKEN)
+        .bearer_auth(token)
         .header("Accept", "application/json, text/event-stream")
         .json(&init)
         .send()
