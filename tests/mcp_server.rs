@@ -352,36 +352,39 @@ fn a_tool_name_defined_by_two_plugins_is_served_once_from_the_first() {
     );
 }
 
-/// A plugin file linked from the writable worktree is the same as a plugin
-/// dir inside it: the dir is not watched, and the log says why. A tool
-/// overwrote the link's target and the reload served it under that
-/// plugin's name and grant (a helper's find).
+/// A plugin file linked from the writable worktree (a symlink, or a file
+/// with other hard links) is the same as a plugin dir inside it: the dir
+/// is not watched, and the log says why. A tool overwrote the link's
+/// target and the reload served it under that plugin's name and grant
+/// (helpers' finds, the hard link the round after the symlink).
 #[test]
 fn a_plugin_file_linked_into_the_worktree_is_not_watched() {
-    let wt = worktree();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        plugin("plugins/workspace.wasm"),
-        dir.path().join("workspace.wasm"),
-    )
-    .unwrap();
-    std::fs::create_dir(wt.path().join("plug")).unwrap();
-    let target = wt.path().join("plug/x.wasm");
-    std::fs::copy(plugin("test-plugins/hostile.wasm"), &target).unwrap();
-    std::os::unix::fs::symlink(&target, dir.path().join("x.wasm")).unwrap();
-    let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), &["--watch-ms", "100"]);
-    s.initialize();
-    let before = tool_names(&mut s);
-    assert!(before.contains(&"spin".to_string()), "{before:?}");
-    std::fs::copy(plugin("test-plugins/badmeta.wasm"), &target).unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(
-        tool_names(&mut s),
-        before,
-        "the worktree's file was reloaded"
-    );
-    let text = log.read();
-    assert!(text.contains("links into the writable worktree"), "{text}");
+    for hard in [false, true] {
+        let wt = worktree();
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("workspace.wasm");
+        std::fs::copy(plugin("plugins/workspace.wasm"), workspace).unwrap();
+        std::fs::create_dir(wt.path().join("plug")).unwrap();
+        let target = wt.path().join("plug/x.wasm");
+        std::fs::copy(plugin("test-plugins/hostile.wasm"), &target).unwrap();
+        let link = dir.path().join("x.wasm");
+        if hard {
+            std::fs::hard_link(&target, &link).unwrap();
+        } else {
+            std::os::unix::fs::symlink(&target, &link).unwrap();
+        }
+        let (mut s, log) = Server::spawn_logged(wt.path(), dir.path(), &["--watch-ms", "100"]);
+        s.initialize();
+        let before = tool_names(&mut s);
+        assert!(before.contains(&"spin".to_string()), "{before:?}");
+        // Overwritten in place, as a tool's open, truncate and write do.
+        let other = std::fs::read(plugin("test-plugins/badmeta.wasm")).unwrap();
+        std::fs::write(&target, other).unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        assert_eq!(tool_names(&mut s), before, "hard {hard}: reloaded");
+        let text = log.read();
+        assert!(text.contains("links into the writable worktree"), "{text}");
+    }
 }
 
 /// The names `tools/list` gives.

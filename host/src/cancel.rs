@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::time::Instant;
 
+use crate::stdio_reader::SHOWN_ID_CHARS;
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
@@ -26,9 +27,11 @@ pub async fn unless_cancelled<T>(
         () = context.ct.cancelled() => {
             let noticed = Instant::now();
             drop(work);
+            let shown = context.id.to_string();
+            let request = wasm_mcp_protocol::text::head_chars(&shown, SHOWN_ID_CHARS);
             tracing::info!(
                 tool,
-                request = %context.id,
+                request,
                 ran_ms = arrived.elapsed().as_millis() as u64,
                 stop_us = noticed.elapsed().as_micros() as u64,
                 "call cancelled by the client: guest stopped, slots released"

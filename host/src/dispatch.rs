@@ -52,7 +52,9 @@ pub fn start_pool() -> std::io::Result<()> {
 const INLINE_FOR: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// One poll of an inline call longer than this held the connection's
-/// thread: a single instruction no epoch check interrupts (one
+/// thread (guest code yields at least every epoch tick, 5 ms; 20 ms let a
+/// 12 MiB fill per call through, which doubled every other client's tail
+/// latency for good): a single instruction no epoch check interrupts (one
 /// `memory.fill` over 200 MiB of fresh pages, ~100 ms), or one slow host
 /// operation. A client calling such a tool one call at a time, each call
 /// alone and so inline, made every other client's request wait ~100×
@@ -60,7 +62,7 @@ const INLINE_FOR: std::time::Duration = std::time::Duration::from_millis(1);
 /// [`INLINE_BACKOFF`], doubled at each repeat up to [`MAX_INLINE_BACKOFF`]:
 /// such a plugin holds the connection once in a long while, not at its
 /// caller's rate.
-const SLOW_INLINE_POLL: Duration = Duration::from_millis(20);
+const SLOW_INLINE_POLL: Duration = Duration::from_millis(8);
 const INLINE_BACKOFF: Duration = Duration::from_secs(10);
 const MAX_INLINE_BACKOFF: Duration = Duration::from_secs(3600);
 

@@ -564,21 +564,30 @@ fn writers_reach_plugins(c: &CommonArgs) -> bool {
     if let Some(file) = &linked {
         tracing::warn!(
             plugin = %file.display(),
-            "a plugin file links into the writable worktree: the plugin dir is not watched \
-             (no hot reload), so a tool writing there cannot replace a plugin while serving; \
-             keep plugins outside the worktree, or pin them (--locked), for the next start too"
+            "a plugin file links into the writable worktree (a symlink, or a file with other \
+             hard links): the plugin dir is not watched (no hot reload), so a tool writing \
+             there cannot replace a plugin while serving; keep plugins outside the worktree, \
+             or pin them (--locked), for the next start too"
         );
     }
     linked.is_some()
 }
 
-/// The first file of `dir` that is a symlink whose target `inside` holds.
+/// The first file of `dir` that is a symlink whose target `inside` holds,
+/// or that has other hard links (which may be in the worktree: one there,
+/// overwritten in place, was served at the next rescan; a helper's find).
 fn linked_into(dir: &Path, inside: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
     std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
-        // Resolved as the operator paths are: a dangling link into the
-        // worktree is found too (a tool may make its target later).
-        let link = e.file_type().ok()?.is_symlink();
-        (link && inside(&e.path())).then(|| e.path())
+        let meta = e.metadata().ok()?;
+        let linked = if meta.file_type().is_symlink() {
+            // Resolved as the operator paths are: a dangling link into the
+            // worktree is found too (a tool may make its target later).
+            inside(&e.path())
+        } else {
+            meta.is_file() && meta.nlink() > 1
+        };
+        linked.then(|| e.path())
     })
 }
 

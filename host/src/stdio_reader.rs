@@ -167,6 +167,9 @@ pub fn parse_line(line: &[u8]) -> Line {
     answer_or_drop(line, ErrorData::new(code, format!("{what}: {error}"), None))
 }
 
+/// Characters of a client's request id a log line shows.
+pub const SHOWN_ID_CHARS: usize = 64;
+
 /// Most bytes of a request the server keeps for long: `initialize` (its
 /// parameters live as long as the session) and `subscriptions/listen` (its
 /// `_meta` as long as the stream). A client's 4 MB `capabilities` kept 256
@@ -177,8 +180,9 @@ pub const MAX_KEPT_REQUEST_BYTES: usize = 64 << 10;
 /// Most JSON values of a request the server keeps for long. Bytes alone
 /// did not bound what is kept: 64 KiB of one-member objects parse to ~6 MB,
 /// and 256 sessions of them held 1.6 GB, 700 stdio listen streams 4 GB (a
-/// helper's find). A real one holds a few dozen.
-pub const MAX_KEPT_REQUEST_VALUES: usize = 1024;
+/// helper's find); at 1,024 nested ones still ~700 KB a session (the next
+/// round's). A real one holds a few dozen; 256 hold ~175 KB at most.
+pub const MAX_KEPT_REQUEST_VALUES: usize = 256;
 
 /// `message`, or its refusal (-32602) when it is a request the server
 /// keeps and its line is longer than [`MAX_KEPT_REQUEST_BYTES`] or holds
@@ -244,8 +248,17 @@ fn refuse_oversized(head: &[u8]) -> Line {
 /// read; otherwise nothing (logged: the first time, then at each power of
 /// two, so garbage cannot flood the log).
 fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
+    // Logged the first time and at each power of two, the id by its head:
+    // each refused line's id went to the log whole (cut at 4 KiB), ~4 KiB
+    // of log per request at the client's rate, 71 MB/s from four clients
+    // (a helper's find).
+    static REFUSED: Repeats = Repeats::new();
     if let Some(id) = request_id(line) {
-        tracing::info!(%id, "request refused: {}", error.message);
+        if let Some(n) = REFUSED.note() {
+            let shown = id.to_string();
+            let id = wasm_mcp_protocol::text::head_chars(&shown, SHOWN_ID_CHARS);
+            tracing::info!(id, refused = n, "request refused: {}", error.message);
+        }
         return Line::Refused(Answer::error(error, Some(id)));
     }
     if let Some(id) = unusable_number_id(line) {
@@ -253,7 +266,10 @@ fn answer_or_drop(line: &[u8], error: ErrorData) -> Line {
         let message = format!(
             "Invalid Request: the id {id} is not a string or an integer within 64-bit signed range (answered with a null id)"
         );
-        tracing::info!("request refused: {message}");
+        if let Some(n) = REFUSED.note() {
+            let shown = wasm_mcp_protocol::text::head_chars(&message, 256);
+            tracing::info!(refused = n, "request refused: {shown}");
+        }
         return Line::Refused(Answer::error(
             ErrorData::invalid_request(message, None),
             None,
