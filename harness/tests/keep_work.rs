@@ -1034,3 +1034,86 @@ async fn names_like_pathspec_magic_are_committed() {
         assert!(files.split('\0').any(|f| f == n), "{n} missing: {files:?}");
     }
 }
+
+/// A directory laid out as a bare repository (`HEAD`, `objects/`, `refs/`,
+/// a config naming `core.worktree = ..`) is a repository to git without
+/// any `.git`: git looks at `DIR/.git` and then at `DIR` itself. Written by
+/// a tool into `src/`, the user's `git status` in `src/` ran its
+/// `core.fsmonitor`, in a kept worktree and on the branch once checked out
+/// (a helper's find). Its `HEAD` is left out of the commit, and set aside
+/// in a kept worktree.
+#[tokio::test]
+async fn a_bare_repository_layout_is_no_repository_to_the_user() {
+    for keep in [false, true] {
+        let env = Env::new();
+        let repo = env.repo();
+        std::fs::create_dir(repo.join("src")).unwrap();
+        std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
+        commit_all(&repo, &["src/a.rs"]);
+        let scratch = env.dir.path().join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        let (script, marker) = marker_script(&scratch);
+        let act = move |wt: &Path| {
+            let src = wt.join("src");
+            plant_poisoned_git_dir(&src, &script);
+            let config = src.join("config");
+            let mut text = std::fs::read_to_string(&config).unwrap();
+            text.push_str("[core]\n\tworktree = ..\n");
+            std::fs::write(&config, text).unwrap();
+        };
+        let report = env.run(act, |o| o.keep_worktree = keep).await;
+        assert!(report.ok(), "{:?}", report.error);
+        let c = committed(&report);
+        let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &c.commit]);
+        assert!(!files.lines().any(|l| l == "src/HEAD"), "{files}");
+        assert!(files.lines().any(|l| l == "src/config"), "{files}");
+        // On the branch, checked out by the user.
+        let out = env.dir.path().join("checkout");
+        git_ok(
+            &repo,
+            &["worktree", "add", "-q", out.to_str().unwrap(), &c.commit],
+        );
+        let _ = user_git(&out.join("src"), &["status", "--short"]);
+        if keep {
+            let _ = user_git(&report.worktree.join("src"), &["status", "--short"]);
+            assert!(!report.worktree.join("src/HEAD").exists());
+        }
+        assert!(
+            !marker.exists(),
+            "keep {keep}: the tool's bare layout ran for the user: {}",
+            std::fs::read_to_string(&marker).unwrap()
+        );
+    }
+}
+
+/// When a second signal exits the process at once, the worktree left
+/// behind gets git's own `.git` back at its root (`Worktree::gitfile_keeper`,
+/// run by `interrupt::before_exit_now`): a tool had put a repository of its
+/// own there, and the user's `git status` in the worktree took it (a
+/// helper's find). The tool's is renamed aside, not deleted.
+#[test]
+fn the_exit_hook_puts_git_s_own_dot_git_back() {
+    use wasm_mcp_harness::run::worktree::Worktree;
+    let env = Env::new();
+    let root = env.dir.path().join("wts");
+    let wt = Worktree::create(&env.repo(), &root, "exit-hook", "HEAD").unwrap();
+    let keeper = wt.gitfile_keeper();
+    let ours = std::fs::read_to_string(wt.path.join(".git")).unwrap();
+    std::fs::rename(wt.path.join(".git"), wt.path.join("gitfile-old")).unwrap();
+    let scratch = env.dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let (script, marker) = marker_script(&scratch);
+    plant_poisoned_git_dir(&wt.path.join(".git"), &script);
+    keeper();
+    assert_eq!(std::fs::read_to_string(wt.path.join(".git")).unwrap(), ours);
+    let _ = user_git(&wt.path, &["status", "--short"]);
+    assert!(!marker.exists(), "the tool's .git ran");
+    let aside = std::fs::read_dir(&wt.path).unwrap().flatten().any(|e| {
+        e.file_name()
+            .to_string_lossy()
+            .starts_with(".git-aside-wasm-agent-exit-")
+    });
+    assert!(aside, "the tool's .git was not kept aside");
+    keeper();
+    assert_eq!(std::fs::read_to_string(wt.path.join(".git")).unwrap(), ours);
+}

@@ -57,16 +57,24 @@ pub struct ChatMessage {
 }
 
 impl ChatMessage {
-    /// Bytes this message adds to the conversation: its texts (content,
-    /// ids, names, arguments), which every later request sends again.
-    pub fn text_bytes(&self) -> usize {
-        let calls = self.tool_calls.iter().flatten().map(|c| {
-            c.id.len() + c.kind.len() + c.function.name.len() + c.function.arguments.len()
-        });
-        self.role.len()
-            + self.content.as_ref().map_or(0, String::len)
-            + self.tool_call_id.as_ref().map_or(0, String::len)
-            + calls.sum::<usize>()
+    /// Bytes this message adds to the conversation as every later request
+    /// sends it: its JSON (a control character is 6 bytes there, `\u0001`;
+    /// counted as text, a bound of 32 MiB let request bodies and the trace
+    /// reach 200 MB; a helper's find).
+    pub fn wire_bytes(&self) -> usize {
+        struct Count(usize);
+        impl std::io::Write for Count {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0 += b.len();
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut count = Count(0);
+        let _ = serde_json::to_writer(&mut count, self);
+        count.0
     }
 
     pub fn system(text: &str) -> Self {
@@ -122,4 +130,18 @@ pub trait ChatProvider: Send + Sync {
         &'a self,
         req: ChatRequest<'a>,
     ) -> BoxFut<'a, Result<ChatMessage, ProviderError>>;
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::ChatMessage;
+
+    /// A message is counted as it is sent: a control character is six
+    /// bytes of JSON, not one.
+    #[test]
+    fn a_message_is_counted_as_sent() {
+        let m = ChatMessage::user(&"\u{1}".repeat(1000));
+        assert!(m.wire_bytes() >= 6000, "{}", m.wire_bytes());
+        assert_eq!(m.wire_bytes(), serde_json::to_vec(&m).unwrap().len());
+    }
 }

@@ -17,8 +17,8 @@ Tool results starting with `error:` are failures. Finish with a short final answ
 /// and hold thousands of results (10,000 reads of a 64 KB file held 2.7 GB).
 pub const MAX_TOOL_CALLS_PER_REPLY: usize = 32;
 
-/// Most bytes of text the conversation may hold (every message's content,
-/// tool calls and results). Each request sends the whole conversation
+/// Most bytes the conversation may hold, as JSON (every message's content,
+/// tool calls and results, as each request sends them). Each request sends the whole conversation
 /// again and the trace keeps every reply, so replies each under the
 /// provider's 16 MiB cap grew a run by ~58 MB a round (2.3 GB at 40 rounds,
 /// 585 MB request bodies; a helper's find). Past it the run ends, as failed,
@@ -51,13 +51,13 @@ impl Conversation {
             ChatMessage::system(SYSTEM_PROMPT),
             ChatMessage::user(prompt),
         ];
-        let bytes = messages.iter().map(ChatMessage::text_bytes).sum();
+        let bytes = messages.iter().map(ChatMessage::wire_bytes).sum();
         Conversation { messages, bytes }
     }
 
     /// Adds `m`, or refuses it when the conversation would pass its bound.
     fn push(&mut self, m: ChatMessage) -> Result<(), AgentError> {
-        let bytes = self.bytes.saturating_add(m.text_bytes());
+        let bytes = self.bytes.saturating_add(m.wire_bytes());
         if bytes > MAX_CONVERSATION_BYTES {
             return Err(AgentError::ConversationTooLarge {
                 bytes,

@@ -34,6 +34,11 @@ const FORCED: &[&str] = &[
     "commit.gpgSign=false",
     "tag.gpgSign=false",
     "core.attributesFile=/dev/null",
+    // Names as the filesystem has them: with `core.ignorecase=true` in the
+    // repository's config (on a case-sensitive filesystem), `ls-files -o`
+    // matched new files against tracked ones without case, and a tool's
+    // `readme.md` beside a tracked `README.md` was dropped (a helper's find).
+    "core.ignorecase=false",
     "user.name=wasm-agent",
     "user.email=wasm-agent@localhost",
     // No transport of any kind: the harness never fetches, and a tool-written
@@ -335,10 +340,20 @@ fn base_command() -> Command {
         // Messages are parsed (e.g. directories `ls-files` could not open).
         .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null());
-    // A process group of its own: the terminal's Ctrl-C, which the run
-    // answers by committing its work, killed the git staging that work
-    // ("git died: signal 2", not committed; a helper's find).
+    // A process group of its own, and SIGINT/SIGTERM ignored: the
+    // terminal's Ctrl-C, which the run answers by committing its work,
+    // killed the git staging that work ("git died: signal 2", not
+    // committed), also when it came between the fork and the new group
+    // (helpers' finds). The harness never signals its git.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    // SAFETY: `signal` is async-signal-safe, as a pre-exec hook must be.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            Ok(())
+        });
+    }
     for f in FORCED {
         cmd.arg("-c").arg(f);
     }

@@ -24,6 +24,29 @@ pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// Signals within this long of the first are the same stop request.
 pub const SAME_INTERRUPTION: Duration = Duration::from_millis(500);
 
+/// What to do before a second signal exits the process at once.
+type ExitHook = Box<dyn Fn() + Send>;
+static BEFORE_EXIT_NOW: std::sync::Mutex<Vec<ExitHook>> = std::sync::Mutex::new(Vec::new());
+
+/// Runs `hook` when a second signal exits the process at once (not on a
+/// normal end): for what must not be left behind, such as a tool's `.git`
+/// at a worktree's root, which the user's `git status` would take (a
+/// helper's find). A hook must be quick and may find its work done.
+pub fn before_exit_now(hook: impl Fn() + Send + 'static) {
+    let mut hooks = BEFORE_EXIT_NOW.lock().unwrap_or_else(|e| e.into_inner());
+    hooks.push(Box::new(hook));
+}
+
+fn exit_now() -> ! {
+    eprintln!("interrupted twice: exiting now");
+    if let Ok(hooks) = BEFORE_EXIT_NOW.try_lock() {
+        for hook in hooks.iter() {
+            hook();
+        }
+    }
+    std::process::exit(EXIT_INTERRUPTED.into());
+}
+
 /// Observes the stop request. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Stop(watch::Receiver<bool>);
@@ -92,10 +115,7 @@ pub fn on_signals(
                     on_first();
                 }
                 Signal::SameAsFirst => {}
-                Signal::Second => {
-                    eprintln!("interrupted twice: exiting now");
-                    std::process::exit(EXIT_INTERRUPTED.into());
-                }
+                Signal::Second => exit_now(),
             }
         }
     }))

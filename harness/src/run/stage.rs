@@ -38,6 +38,8 @@ use crate::run::git::{Git, GitError};
 const MAX_NESTING_ROUNDS: usize = 16;
 /// Per-file failures listed before they are only counted.
 const MAX_LISTED: usize = 20;
+/// The start of the names `.git`s are set aside under.
+const ASIDE_PREFIX: &str = ".git-aside-wasm-agent-";
 /// Entries counted in a submodule path before the count stops.
 const MAX_COUNTED: usize = 10_000;
 
@@ -103,6 +105,7 @@ pub fn stage_all(
     let new: Vec<GitPath> = untracked
         .into_iter()
         .filter(|p| !ignored.contains(p))
+        .filter(|p| !head_of_a_git_dir(work_tree, p, &mut skipped))
         .collect();
     add_files(&g, work_tree, &new, scratch, &mut skipped)?;
     refused_by_git(&g, &nested, &new, &mut skipped)?;
@@ -115,6 +118,45 @@ pub fn stage_all(
     nested.report_submodule_paths(&mut skipped);
     nested.restore();
     Ok(skipped)
+}
+
+/// Whether the new file `p` is the `HEAD` of a directory git would take
+/// for a repository (with `objects/` and `refs/` beside it): left out of
+/// the commit, and said so. Git looks for a repository at each directory,
+/// `DIR/.git` first and then `DIR` itself, so a tool-written bare layout
+/// in `src/` (with `core.worktree = ..` in its config) made the user's
+/// `git status` in `src/` run its `core.fsmonitor`, in a kept worktree and
+/// on the branch once checked out (a helper's find). Without its `HEAD`
+/// the directory is not a repository to git.
+fn head_of_a_git_dir(work_tree: &Path, p: &[u8], skipped: &mut LeftOut) -> bool {
+    let Some(dir) = p.strip_suffix(b"HEAD") else {
+        return false;
+    };
+    if !(dir.is_empty() || dir.ends_with(b"/")) {
+        return false;
+    }
+    let at = work_tree.join(OsStr::from_bytes(dir));
+    if !git_dir_shaped(&at) {
+        return false;
+    }
+    skipped.note(format!(
+        "{} (a git directory's HEAD: left out, so git never takes {} for a repository)",
+        shown(p),
+        if dir.is_empty() {
+            "the root".to_string()
+        } else {
+            shown(dir)
+        }
+    ));
+    true
+}
+
+/// Whether git would take `dir` for a repository: a `HEAD` file with
+/// `objects/` and `refs/` beside it.
+fn git_dir_shaped(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join("HEAD")).is_ok_and(|m| !m.is_dir())
+        && std::fs::metadata(dir.join("objects")).is_ok_and(|m| m.is_dir())
+        && std::fs::metadata(dir.join("refs")).is_ok_and(|m| m.is_dir())
 }
 
 /// Report the new files that `update-index --add` passed over with a
@@ -196,7 +238,7 @@ impl NestedRepos {
             .subsec_nanos();
         Self {
             work_tree: work_tree.to_path_buf(),
-            aside: format!(".git-aside-wasm-agent-{}-{nanos}", std::process::id()),
+            aside: format!("{ASIDE_PREFIX}{}-{nanos}", std::process::id()),
             hidden: Vec::new(),
             gitlinks: Vec::new(),
         }
@@ -358,7 +400,9 @@ impl Drop for NestedRepos {
 const MAX_WALKED: usize = 1_000_000;
 
 /// Before a worktree is left to the user: every `.git` below its root (a
-/// directory, file or link a tool wrote) is renamed aside, so that no git
+/// directory, file or link a tool wrote), and the `HEAD` of every directory
+/// git would take for a repository ([`git_dir_shaped`]), is renamed aside,
+/// so that no git
 /// the user runs in it, at the root or in a subdirectory, takes that
 /// repository and its config (`core.fsmonitor` ran for a plain `git
 /// status` in `src/` under a tool's `src/.git`, which staging never saw
@@ -370,6 +414,9 @@ pub fn set_aside_git_dirs(work_tree: &Path) -> Vec<String> {
     let mut walked = 0usize;
     let mut dirs = vec![work_tree.to_path_buf()];
     while let Some(d) = dirs.pop() {
+        if d != work_tree && git_dir_shaped(&d) {
+            lines.push(set_aside(work_tree, &d.join("HEAD"), &aside));
+        }
         let Ok(read) = std::fs::read_dir(&d) else {
             continue;
         };
@@ -386,6 +433,8 @@ pub fn set_aside_git_dirs(work_tree: &Path) -> Vec<String> {
                 if d != work_tree {
                     lines.push(set_aside(work_tree, &entry.path(), &aside));
                 }
+            } else if name.as_bytes().starts_with(ASIDE_PREFIX.as_bytes()) {
+                // Set aside already (a submodule path's): left as it is.
             } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 dirs.push(entry.path());
             }

@@ -207,6 +207,7 @@ pub async fn run_task(
         let (repo, run_id, base_ref) = (repo.clone(), run_id.clone(), task.base_ref.clone());
         blocking(move || Worktree::create(&repo, &wt_root, &run_id, &base_ref)).await??
     };
+    crate::run::interrupt::before_exit_now(worktree.gitfile_keeper());
     trace.record(
         "task_start",
         json!({"run_id": run_id, "task": task.id, "provider": provider.name(),

@@ -106,6 +106,32 @@ impl Worktree {
         self.git.worktree(&self.admin_dir, &self.path)
     }
 
+    /// A hook that puts git's own `.git` file back at the root when the
+    /// process exits at once ([`crate::run::interrupt::before_exit_now`]):
+    /// a tool's `.git` there moved aside (renamed: quick, and nothing of it
+    /// is lost), git's written. Nothing when the directory is gone.
+    pub fn gitfile_keeper(&self) -> impl Fn() + Send + 'static {
+        let dotgit = self.path.join(".git");
+        let expected = format!("gitdir: {}\n", self.admin_dir.display());
+        move || {
+            let ours = std::fs::read_to_string(&dotgit).is_ok_and(|s| s == expected)
+                && std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_file());
+            let Some(dir) = dotgit.parent().filter(|d| d.is_dir()) else {
+                return;
+            };
+            if ours {
+                return;
+            }
+            let aside = dir.join(format!(".git-aside-wasm-agent-exit-{}", std::process::id()));
+            if std::fs::symlink_metadata(&dotgit).is_ok()
+                && std::fs::rename(&dotgit, &aside).is_err()
+            {
+                return;
+            }
+            let _ = std::fs::write(&dotgit, &expected);
+        }
+    }
+
     /// Put back the `.git` file git wrote, whatever a tool left there.
     pub fn restore_dotgit(&self) -> Result<(), WorktreeError> {
         let dotgit = self.path.join(".git");
