@@ -623,7 +623,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 21);
+        assert_eq!(super::tools().len(), 23);
         assert_eq!(
             super::call("bad_output", "{}").unwrap()["n"],
             "not a number"
