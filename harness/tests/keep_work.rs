@@ -55,8 +55,9 @@ fn the_worktree(repo: &Path) -> PathBuf {
     dirs.pop().unwrap()
 }
 
-/// A provider that runs `act` on the worktree, then answers "done".
-struct Actor<F>(F, PathBuf);
+/// A provider that runs `act` on the worktree, then answers with its
+/// final text ("done" in [`Env::run`]).
+struct Actor<F>(F, PathBuf, String);
 
 impl<F: Fn(&Path) + Send + Sync> ChatProvider for Actor<F> {
     fn name(&self) -> &str {
@@ -67,10 +68,11 @@ impl<F: Fn(&Path) + Send + Sync> ChatProvider for Actor<F> {
         _req: ChatRequest<'a>,
     ) -> BoxFut<'a, Result<ChatMessage, ProviderError>> {
         (self.0)(&the_worktree(&self.1));
-        Box::pin(async {
+        let content = self.2.clone();
+        Box::pin(async move {
             Ok(ChatMessage {
                 role: "assistant".into(),
-                content: Some("done".into()),
+                content: Some(content),
                 ..Default::default()
             })
         })
@@ -121,7 +123,7 @@ impl Env {
             repo: Some(self.repo()),
             out_dir: Some(self.dir.path().join("out")),
             connectors: Some(c),
-            provider_override: Some(Arc::new(Actor(act, self.repo()))),
+            provider_override: Some(Arc::new(Actor(act, self.repo(), "done".into()))),
             ..Default::default()
         };
         tweak(&mut opts);
@@ -131,6 +133,14 @@ impl Env {
             opts,
         )
         .await
+    }
+
+    /// A script that records each run of it in a marker file: (script,
+    /// marker), in a scratch dir of this env.
+    fn marker(&self) -> (PathBuf, PathBuf) {
+        let scratch = self.dir.path().join("scratch");
+        std::fs::create_dir_all(&scratch).unwrap();
+        marker_script(&scratch)
     }
 
     fn branches(&self) -> String {
@@ -275,9 +285,7 @@ fn plant_poisoned_git_dir(at: &Path, script: &Path) {
 #[tokio::test]
 async fn a_poisoned_dot_git_never_runs_and_is_restored_in_a_kept_worktree() {
     let env = Env::new();
-    let scratch = env.dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let (script, marker) = marker_script(&scratch);
+    let (script, marker) = env.marker();
     let poison = {
         let (script, marker) = (script.clone(), marker.clone());
         move |wt: &Path| {
@@ -509,9 +517,8 @@ async fn a_kept_worktree_keeps_its_nested_repos() {
 async fn a_dot_git_file_or_link_to_a_fake_git_dir_is_never_used() {
     for link in [false, true] {
         let env = Env::new();
+        let (script, marker) = env.marker();
         let scratch = env.dir.path().join("scratch");
-        std::fs::create_dir(&scratch).unwrap();
-        let (script, marker) = marker_script(&scratch);
         let fake = scratch.join("fake-git");
         plant_poisoned_git_dir(&fake, &script);
         let act = {
@@ -711,9 +718,8 @@ async fn a_filter_driver_from_a_conditional_include_never_runs() {
         ("gitdir:**/worktrees/**", "co=nd"),
     ] {
         let env = Env::new();
+        let (script, marker) = env.marker();
         let scratch = env.dir.path().join("scratch");
-        std::fs::create_dir(&scratch).unwrap();
-        let (script, marker) = marker_script(&scratch);
         let repo = env.repo();
         std::fs::write(
             repo.join(".gitattributes"),
@@ -794,9 +800,7 @@ fn add_submodule_path(repo: &Path) {
 async fn a_git_dir_in_a_submodule_path_stays_aside_in_a_kept_worktree() {
     let env = Env::new();
     add_submodule_path(&env.repo());
-    let scratch = env.dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let (script, marker) = marker_script(&scratch);
+    let (script, marker) = env.marker();
     let act = move |wt: &Path| {
         std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
         plant_poisoned_git_dir(&wt.join("vendor/lib/.git"), &script);
@@ -882,29 +886,6 @@ async fn files_git_cannot_commit_keep_the_worktree() {
     assert!(report.worktree.join("git~1/plan.md").is_file());
 }
 
-/// A provider that runs `act` on the worktree, then answers with `final`.
-struct Saying<F>(F, PathBuf, String);
-
-impl<F: Fn(&Path) + Send + Sync> ChatProvider for Saying<F> {
-    fn name(&self) -> &str {
-        "saying"
-    }
-    fn complete<'a>(
-        &'a self,
-        _req: ChatRequest<'a>,
-    ) -> BoxFut<'a, Result<ChatMessage, ProviderError>> {
-        (self.0)(&the_worktree(&self.1));
-        let content = self.2.clone();
-        Box::pin(async move {
-            Ok(ChatMessage {
-                role: "assistant".into(),
-                content: Some(content),
-                ..Default::default()
-            })
-        })
-    }
-}
-
 /// The model's final answer goes into the commit message, whatever it is:
 /// one with a NUL, and one of 200,000 bytes (past the 128 KiB one argument
 /// may take), made the commit fail and the run's work was not committed,
@@ -920,7 +901,7 @@ async fn any_final_answer_makes_a_commit() {
             .run(
                 |_| {},
                 move |o| {
-                    o.provider_override = Some(Arc::new(Saying(act, repo, said)));
+                    o.provider_override = Some(Arc::new(Actor(act, repo, said)));
                 },
             )
             .await;
@@ -948,9 +929,7 @@ async fn no_tool_written_git_dir_is_left_in_a_kept_worktree() {
     std::fs::create_dir(repo.join("src")).unwrap();
     std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
     commit_all(&repo, &["src/a.rs"]);
-    let scratch = env.dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let (script, marker) = marker_script(&scratch);
+    let (script, marker) = env.marker();
     let act = move |wt: &Path| {
         std::fs::write(wt.join("src/a.rs"), "fn a() { edited() }\n").unwrap();
         plant_poisoned_git_dir(&wt.join("src/.git"), &script);
@@ -1050,9 +1029,7 @@ async fn a_bare_repository_layout_is_no_repository_to_the_user() {
         std::fs::create_dir(repo.join("src")).unwrap();
         std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
         commit_all(&repo, &["src/a.rs"]);
-        let scratch = env.dir.path().join("scratch");
-        std::fs::create_dir(&scratch).unwrap();
-        let (script, marker) = marker_script(&scratch);
+        let (script, marker) = env.marker();
         let act = move |wt: &Path| {
             let src = wt.join("src");
             plant_poisoned_git_dir(&src, &script);
@@ -1100,9 +1077,7 @@ fn the_exit_hook_puts_git_s_own_dot_git_back() {
     let keeper = wt.gitfile_keeper();
     let ours = std::fs::read_to_string(wt.path.join(".git")).unwrap();
     std::fs::rename(wt.path.join(".git"), wt.path.join("gitfile-old")).unwrap();
-    let scratch = env.dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let (script, marker) = marker_script(&scratch);
+    let (script, marker) = env.marker();
     plant_poisoned_git_dir(&wt.path.join(".git"), &script);
     keeper();
     assert_eq!(std::fs::read_to_string(wt.path.join(".git")).unwrap(), ours);

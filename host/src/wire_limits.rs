@@ -4,7 +4,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock, RequestId};
 use serde_json::Value;
-use wasm_mcp_protocol::{text, ErrorKind, ERROR_KIND_META};
+use wasm_mcp_protocol::{text, ByteCounter, ErrorKind, ERROR_KIND_META};
 
 /// Default cap on one serialized response: 15 MiB, under the 16 MiB line
 /// limit of rmcp's stdio transport (and other common clients).
@@ -148,19 +148,6 @@ pub fn fit_response(
         ),
         ErrorKind::OutputTooLarge,
     )
-}
-
-/// Counts bytes written without keeping them.
-struct ByteCounter(usize);
-
-impl std::io::Write for ByteCounter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,21 @@
 //! and how much heap its parsed form can take (the rule a tool's result is
 //! held to: one 5 MiB result of `[{"":0},…]` took ~600 MB once parsed).
 
+/// A writer that counts the bytes written to it and keeps none: how long
+/// a value's JSON is, found by serializing it into this.
+#[derive(Debug, Default)]
+pub struct ByteCounter(pub usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// About how many JSON values `text` holds, counted without parsing it: its
 /// objects and arrays, and the members or items after a first (its commas
 /// outside strings). Never fewer than the values a parser makes of it, less

@@ -23,7 +23,7 @@ pub use bounded::{Lane, Validation, ValidationBudget, ValidationFailure};
 pub use checked_schema::{CheckedSchema, SchemaError};
 pub use cursor::{decode_cursor, encode_cursor};
 pub use errors::{ErrorKind, CALL_ID_META, ERROR_KIND_META};
-pub use json_values::{json_values, parsed_bytes};
+pub use json_values::{json_values, parsed_bytes, ByteCounter};
 pub use names::{quoted_name, shown_name, valid_tool_name, TOOL_NAME_RULE};
 pub use schema::{
     compile_schema, compile_value, is_object_schema, parse_object_schema, MissingType, SchemaUse,

@@ -62,17 +62,7 @@ impl ChatMessage {
     /// counted as text, a bound of 32 MiB let request bodies and the trace
     /// reach 200 MB; a helper's find).
     pub fn wire_bytes(&self) -> usize {
-        struct Count(usize);
-        impl std::io::Write for Count {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0 += b.len();
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut count = Count(0);
+        let mut count = wasm_mcp_protocol::ByteCounter::default();
         let _ = serde_json::to_writer(&mut count, self);
         count.0
     }

@@ -39,7 +39,7 @@ const MAX_NESTING_ROUNDS: usize = 16;
 /// Per-file failures listed before they are only counted.
 const MAX_LISTED: usize = 20;
 /// The start of the names `.git`s are set aside under.
-const ASIDE_PREFIX: &str = ".git-aside-wasm-agent-";
+pub(crate) const ASIDE_PREFIX: &str = ".git-aside-wasm-agent-";
 /// Entries counted in a submodule path before the count stops.
 const MAX_COUNTED: usize = 10_000;
 
@@ -232,13 +232,9 @@ struct NestedRepos {
 
 impl NestedRepos {
     fn new(work_tree: &Path) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .subsec_nanos();
         Self {
             work_tree: work_tree.to_path_buf(),
-            aside: format!("{ASIDE_PREFIX}{}-{nanos}", std::process::id()),
+            aside: aside_name(),
             hidden: Vec::new(),
             gitlinks: Vec::new(),
         }
@@ -396,6 +392,16 @@ impl Drop for NestedRepos {
     }
 }
 
+/// A fresh name to set a `.git` aside under: [`ASIDE_PREFIX`], this
+/// process and the clock's nanoseconds.
+fn aside_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    format!("{ASIDE_PREFIX}{}-{nanos}", std::process::id())
+}
+
 /// Entries walked when a kept worktree is searched for `.git`s.
 const MAX_WALKED: usize = 1_000_000;
 
@@ -409,7 +415,7 @@ const MAX_WALKED: usize = 1_000_000;
 /// since `src/` holds tracked files; a helper's find). Returns one line
 /// per `.git` set aside, and one if the walk stopped early.
 pub fn set_aside_git_dirs(work_tree: &Path) -> Vec<String> {
-    let aside = NestedRepos::new(work_tree).aside.clone();
+    let aside = aside_name();
     let mut lines = Vec::new();
     let mut walked = 0usize;
     let mut dirs = vec![work_tree.to_path_buf()];

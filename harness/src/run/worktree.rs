@@ -106,23 +106,31 @@ impl Worktree {
         self.git.worktree(&self.admin_dir, &self.path)
     }
 
+    /// The `.git` file git writes at the root of this worktree.
+    fn gitfile(&self) -> String {
+        format!("gitdir: {}\n", self.admin_dir.display())
+    }
+
     /// A hook that puts git's own `.git` file back at the root when the
     /// process exits at once ([`crate::run::interrupt::before_exit_now`]):
     /// a tool's `.git` there moved aside (renamed: quick, and nothing of it
     /// is lost), git's written. Nothing when the directory is gone.
     pub fn gitfile_keeper(&self) -> impl Fn() + Send + 'static {
         let dotgit = self.path.join(".git");
-        let expected = format!("gitdir: {}\n", self.admin_dir.display());
+        let expected = self.gitfile();
         move || {
-            let ours = std::fs::read_to_string(&dotgit).is_ok_and(|s| s == expected)
-                && std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_file());
             let Some(dir) = dotgit.parent().filter(|d| d.is_dir()) else {
                 return;
             };
-            if ours {
+            if is_gitfile(&dotgit, &expected) {
                 return;
             }
-            let aside = dir.join(format!(".git-aside-wasm-agent-exit-{}", std::process::id()));
+            let name = format!(
+                "{}exit-{}",
+                crate::run::stage::ASIDE_PREFIX,
+                std::process::id()
+            );
+            let aside = dir.join(name);
             if std::fs::symlink_metadata(&dotgit).is_ok()
                 && std::fs::rename(&dotgit, &aside).is_err()
             {
@@ -135,10 +143,8 @@ impl Worktree {
     /// Put back the `.git` file git wrote, whatever a tool left there.
     pub fn restore_dotgit(&self) -> Result<(), WorktreeError> {
         let dotgit = self.path.join(".git");
-        let expected = format!("gitdir: {}\n", self.admin_dir.display());
-        if std::fs::read_to_string(&dotgit).is_ok_and(|s| s == expected)
-            && std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_file())
-        {
+        let expected = self.gitfile();
+        if is_gitfile(&dotgit, &expected) {
             return Ok(());
         }
         let r = remove_tree(&dotgit);
@@ -221,6 +227,12 @@ impl Drop for Worktree {
             let _ = self.remove();
         }
     }
+}
+
+/// Whether `dotgit` is a regular file holding exactly `expected`.
+fn is_gitfile(dotgit: &Path, expected: &str) -> bool {
+    std::fs::symlink_metadata(dotgit).is_ok_and(|m| m.is_file())
+        && std::fs::read_to_string(dotgit).is_ok_and(|s| s == expected)
 }
 
 #[cfg(test)]

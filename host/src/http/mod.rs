@@ -313,7 +313,9 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             return gone;
         }
     }
-    if method.as_deref() == Some("initialize") && session.is_none() {
+    // An `initialize` naming no session makes one.
+    let opens = method.as_deref() == Some("initialize") && session.is_none();
+    if opens {
         if let Some(full) = sessions_full(&gate).await {
             return full;
         }
@@ -346,7 +348,6 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         None => None,
     };
     let deletes = req.method() == Method::DELETE;
-    let opens = method.as_deref() == Some("initialize") && session.is_none();
     let running = Running {
         _held: Arc::new((permit, held_id)),
     };
