@@ -15,6 +15,8 @@ use tracing::callsite::Identifier;
 use tracing::Metadata;
 use tracing_subscriber::fmt::MakeWriter;
 
+use crate::repeats::Repeats;
+
 /// Whether an event of `meta` is written: each event line of rmcp's is
 /// written the first time and then at each power of two (per line of
 /// rmcp's code, its callsite). Those lines name what a client did (an
@@ -23,17 +25,16 @@ use tracing_subscriber::fmt::MakeWriter;
 /// naming 4,100-byte methods (a helper's find). Our own lines, and spans,
 /// are not counted here.
 pub fn written_at_powers_of_two(meta: &Metadata<'_>) -> bool {
-    static SEEN: Mutex<Option<HashMap<Identifier, u64>>> = Mutex::new(None);
+    static SEEN: Mutex<Option<HashMap<Identifier, Repeats>>> = Mutex::new(None);
     if !meta.is_event() || !meta.target().starts_with("rmcp") {
         return true;
     }
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    let n = seen
+    let repeats = seen
         .get_or_insert_with(HashMap::new)
         .entry(meta.callsite())
-        .or_insert(0);
-    *n += 1;
-    n.is_power_of_two()
+        .or_default();
+    repeats.note().is_some()
 }
 
 /// [`written_at_powers_of_two`] as a per-layer filter, asked at every
