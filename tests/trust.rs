@@ -708,3 +708,73 @@ fn a_grant_s_concurrency_share_bounds_its_calls_in_flight() {
     kinds.sort();
     assert_eq!(kinds, ["busy", "timeout"]);
 }
+
+/// The files the trust policy is read from (`--config`, the lock of
+/// `--locked`, a `--verify` key file), kept inside the writable worktree,
+/// are each named in the log: a tool can rewrite them, and the next start
+/// trusts what it wrote. Outside the worktree, or with `--read-only`,
+/// nothing is said.
+#[test]
+fn trust_files_tools_can_write_are_named_in_the_log() {
+    let wt = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let out = cli(&[
+        "keygen",
+        "--secret",
+        s(&outside.path().join("k.key")),
+        "--public",
+        s(&wt.path().join("k.pub")),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let signed = cli(&[
+        "sign",
+        "--key",
+        s(&outside.path().join("k.key")),
+        s(&plugins.path().join("workspace.wasm")),
+    ]);
+    assert!(
+        signed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&signed.stderr)
+    );
+    let in_wt = |n: &str| wt.path().join(n);
+    lock(plugins.path(), &in_wt("plugins.lock"));
+    std::fs::write(
+        in_wt("grants.toml"),
+        "[default]\nfilesystem = \"read-only\"\n",
+    )
+    .unwrap();
+    let warned = |extra: &[&str]| {
+        let (mut srv, log) = Server::spawn_logged(wt.path(), plugins.path(), extra);
+        srv.initialize();
+        assert!(srv.shutdown().success());
+        let log = log.read();
+        ["--config", "--lock", "--verify"]
+            .into_iter()
+            .filter(|what| {
+                log.contains(&format!("the {what} file is inside the writable worktree"))
+            })
+            .collect::<Vec<_>>()
+    };
+    let (cfg, lock_file, key) = (in_wt("grants.toml"), in_wt("plugins.lock"), in_wt("k.pub"));
+    let inside = [
+        "--config",
+        s(&cfg),
+        "--locked",
+        "--lock",
+        s(&lock_file),
+        "--verify",
+        s(&key),
+    ];
+    assert_eq!(warned(&inside), ["--config", "--lock", "--verify"]);
+    let read_only: Vec<&str> = inside.iter().copied().chain(["--read-only"]).collect();
+    assert_eq!(warned(&read_only), Vec::<&str>::new());
+    let cfg_outside = outside.path().join("grants.toml");
+    std::fs::copy(&cfg, &cfg_outside).unwrap();
+    assert_eq!(warned(&["--config", s(&cfg_outside)]), Vec::<&str>::new());
+}

@@ -505,7 +505,35 @@ fn trust(c: &CommonArgs, sandbox: &Sandbox) -> Result<Trust> {
         policy.lock = Some(lock);
     }
     let audit = AuditLog::open(t.audit_log.as_deref(), &c.worktree)?;
+    warn_of_trust_files_tools_can_write(c);
     Ok(Trust { policy, audit })
+}
+
+/// Logs each file the trust policy is read from (`--config`, the lock of
+/// `--locked`, a `--verify` key file) that lies inside the writable
+/// worktree: a tool can rewrite it, and the next start reads the grants,
+/// pins or keys it wrote. Not refused: the authoring guide serves
+/// `--worktree .`, where a project keeps its own config.
+fn warn_of_trust_files_tools_can_write(c: &CommonArgs) {
+    if c.read_only {
+        return;
+    }
+    let t = &c.trust;
+    let lock = t.locked.then(|| lock_path(t.lock.as_deref(), &c.plugins));
+    let keys = t.verify.iter().map(PathBuf::from).filter(|k| k.is_file());
+    let files = (t.config.iter().map(|p| ("--config", p.clone())))
+        .chain(lock.map(|p| ("--lock", p)))
+        .chain(keys.map(|p| ("--verify", p)));
+    for (what, file) in files {
+        let why = "tools can write";
+        if wasm_mcp_host::operator_paths::outside_worktree(&file, &c.worktree, why).is_err() {
+            tracing::warn!(
+                file = %file.display(),
+                "the {what} file is inside the writable worktree: a tool can rewrite it, and \
+                 the next start trusts what it wrote; keep it outside the worktree"
+            );
+        }
+    }
 }
 
 fn lock(plugins: &Path, lock: Option<&Path>, keys: &[String]) -> Result<()> {
