@@ -869,6 +869,66 @@ fn the_end_of_input_waits_for_every_answer() {
     assert!(status.success(), "{status}");
 }
 
+/// A client at the bound of requests in flight (64 unanswered) can still
+/// cancel one: the cancel is read, and the request after it is answered
+/// at once. Reading used to stop at the bound, so the cancel was not read
+/// until some call ended on its own (here: a minute, when the calls
+/// queued for a slot are answered `busy`).
+#[test]
+fn a_client_at_the_bound_of_requests_in_flight_can_cancel() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &["--timeout-ms", "120000"]);
+    for id in 1..=64 {
+        s.send_raw(&call_frame(id, "sleep_forever", json!({})));
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "no longer needed"}});
+    s.send_raw(&cancel.to_string());
+    s.send_raw(&json!({"jsonrpc": "2.0", "id": 1000, "method": "ping"}).to_string());
+    let pong = answer(&mut s, 1000, Duration::from_secs(20));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    let cancel = |s: &mut Server, id: u64| {
+        s.send_raw(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id}})
+            .to_string(),
+        );
+    };
+    let ping = |s: &mut Server, id: u64| {
+        s.send_raw(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}).to_string());
+    };
+    // At the bound again, a request waits for a place, and a cancel sent
+    // after it still gets through.
+    s.send_raw(&call_frame(1001, "sleep_forever", json!({})));
+    ping(&mut s, 1002);
+    assert!(
+        s.next_message(Duration::from_secs(2)).is_none(),
+        "answered at the bound"
+    );
+    cancel(&mut s, 2);
+    let pong = answer(&mut s, 1002, Duration::from_secs(20));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    // A request cancelled while it waits never runs, and is not answered.
+    s.send_raw(&call_frame(1003, "sleep_forever", json!({})));
+    ping(&mut s, 1004);
+    cancel(&mut s, 1004);
+    cancel(&mut s, 3);
+    ping(&mut s, 1005);
+    let pong = answer(&mut s, 1005, Duration::from_secs(20));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    std::thread::sleep(Duration::from_millis(500));
+    while let Some(m) = s.next_message(Duration::from_millis(200)) {
+        s.notifications.push(m);
+    }
+    let answered: Vec<&Value> = s
+        .notifications
+        .iter()
+        .filter(|m| m.get("id").is_some())
+        .collect();
+    assert!(answered.is_empty(), "{answered:?}");
+}
+
 /// JSON-RPC ids must be unique among requests in flight: a second request
 /// with the id of one still running is refused, not run (both ran and one
 /// answer was lost, so the client never learnt of one write).

@@ -13,16 +13,19 @@
 //! under one lock, so frames never interleave.
 //!
 //! It also keeps the record of requests read and not yet answered
-//! ([`Unanswered`]): it stops reading past [`MAX_UNANSWERED`] of them,
-//! answers all of them before reporting the end of input, and refuses a
-//! request whose id is still in flight.
+//! ([`Unanswered`]): a request read past [`MAX_UNANSWERED`] of them waits
+//! for one to be answered, and reading waits with it (a notification read
+//! at the bound goes through: a cancel frees a place); it answers all of
+//! them before reporting the end of input, and refuses a request whose id
+//! is still in flight.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ErrorData, RequestId};
+use rmcp::model::{ClientNotification, ErrorData, JsonRpcMessage, RequestId};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -105,7 +108,16 @@ where
     refusal: Option<tokio::task::JoinHandle<()>>,
     /// Called once when the input ends (the server's listen streams end).
     on_input_end: Option<Box<dyn FnOnce() + Send>>,
+    /// Requests read at the bound of [`MAX_UNANSWERED`], in order: each
+    /// waits for a place, and reading stops at [`MAX_HELD`] of them.
+    held: VecDeque<RxJsonRpcMessage<RoleServer>>,
 }
+
+/// Requests read past [`MAX_UNANSWERED`] and held, at most: up to then the
+/// notifications after them are still read, so a client at the bound can
+/// cancel a call (reading stopped at the bound, and a cancel sent there
+/// was not read until some call ended on its own).
+pub const MAX_HELD: usize = 8;
 
 impl<R, W> StdioTransport<R, W>
 where
@@ -122,6 +134,7 @@ where
             input_ended: None,
             refusal: None,
             on_input_end: None,
+            held: VecDeque::new(),
         }
     }
 
@@ -147,6 +160,43 @@ where
             None,
         );
         self.answer_now(Answer::error(error, Some(id)));
+    }
+
+    /// The first held request once there is a place for it (`None`: none
+    /// is held, or reading may go on while it waits). Cancel-safe: it is
+    /// taken only when it is returned.
+    async fn held_next(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        if self.held.is_empty() {
+            return None;
+        }
+        // Nothing more to read (the input ended, or enough is held): wait.
+        if self.held.len() >= MAX_HELD || self.input_ended.is_some() {
+            self.unanswered.until_fewer_than(MAX_UNANSWERED).await;
+        }
+        match self.unanswered.counted() < MAX_UNANSWERED {
+            true => self.held.pop_front(),
+            false => None,
+        }
+    }
+
+    /// `message` if it is let through; a request whose id is taken is
+    /// answered with an error instead (`None`).
+    fn admitted(
+        &mut self,
+        message: RxJsonRpcMessage<RoleServer>,
+    ) -> Option<RxJsonRpcMessage<RoleServer>> {
+        match self.unanswered.admit(&message) {
+            Admission::Pass => return Some(message),
+            Admission::Duplicate(id) => {
+                tracing::warn!("request refused: its id is still in flight");
+                self.refuse_duplicate(id, false);
+            }
+            Admission::ReusesCancelled(id) => {
+                tracing::warn!("request refused: its id is a cancelled request's");
+                self.refuse_duplicate(id, true);
+            }
+        }
+        None
     }
 
     /// Writes `message` from a task of its own: `receive` may be dropped at
@@ -178,6 +228,17 @@ where
             let _ = write.await;
             self.refusal = None;
         }
+    }
+}
+
+/// The request `message` cancels, if it is a cancel naming one.
+fn cancelled_id(message: &RxJsonRpcMessage<RoleServer>) -> Option<&RequestId> {
+    match message {
+        JsonRpcMessage::Notification(n) => match &n.notification {
+            ClientNotification::CancelledNotification(c) => c.params.request_id.as_ref(),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -296,6 +357,12 @@ where
     /// `select!`: every wait here can be dropped and begun again.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            if let Some(message) = self.held_next().await {
+                match self.admitted(message) {
+                    Some(message) => return Some(message),
+                    None => continue,
+                }
+            }
             if let Some(last) = self.input_ended {
                 let answered = self.unanswered.until_fewer_than(1);
                 if tokio::time::timeout_at(last, answered).await.is_err() {
@@ -306,9 +373,16 @@ where
                 }
                 return None;
             }
-            self.unanswered.until_fewer_than(MAX_UNANSWERED).await;
             self.refusal_written().await;
-            let message = match self.reader.next().await {
+            let line = match self.held.is_empty() {
+                true => self.reader.next().await,
+                // A place may free up with no more lines coming.
+                false => tokio::select! {
+                    line = self.reader.next() => line,
+                    () = self.unanswered.until_fewer_than(MAX_UNANSWERED) => continue,
+                },
+            };
+            let message = match line {
                 Line::Message(message) => message,
                 Line::Refused(answer) => {
                     self.answer_now(answer);
@@ -329,16 +403,21 @@ where
                 tracing::warn!("stdout is closed: ending the session");
                 return None;
             }
-            match self.unanswered.admit(&message) {
-                Admission::Pass => return Some(message),
-                Admission::Duplicate(id) => {
-                    tracing::warn!("request refused: its id is still in flight");
-                    self.refuse_duplicate(id, false);
-                }
-                Admission::ReusesCancelled(id) => {
-                    tracing::warn!("request refused: its id is a cancelled request's");
-                    self.refuse_duplicate(id, true);
-                }
+            // At the bound, or behind a request held there, a request
+            // waits; a notification does not: a cancel frees a place.
+            let is_request = matches!(message, JsonRpcMessage::Request(_));
+            let waits = !self.held.is_empty() || self.unanswered.counted() >= MAX_UNANSWERED;
+            if is_request && waits {
+                self.held.push_back(message);
+                continue;
+            }
+            // A held request cancelled never runs (and is not answered).
+            if let Some(id) = cancelled_id(&message) {
+                self.held
+                    .retain(|m| !matches!(m, JsonRpcMessage::Request(r) if &r.id == id));
+            }
+            if let Some(message) = self.admitted(message) {
+                return Some(message);
             }
         }
     }
