@@ -17,6 +17,11 @@ build: plugins
 run-task task="tasks/sample.toml" *args="": build
     bash scripts/run-bin.sh wasm-agent run-task --policy policy/default.toml --task {{task}} {{args}}
 
+# Commit the work a run left in its worktree when it did not finish (kill -9,
+# out of memory, a crash) on its branch agent/<run-id>, and remove the worktree.
+recover run *args="": build
+    bash scripts/run-bin.sh wasm-agent recover {{run}} {{args}}
+
 # Formatting and lints, both workspaces (CI runs this first).
 lint:
     cargo fmt --all --check

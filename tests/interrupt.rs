@@ -466,3 +466,79 @@ fn a_doubled_signal_is_one_interruption_and_the_work_is_committed() {
     );
     assert_eq!(notes, "written before Ctrl-C\n", "{log}");
 }
+
+/// A run killed with `kill -9` cannot commit its work: it stays in the
+/// worktree, and `wasm-agent recover` commits it on the run's branch and
+/// removes the worktree. While the killed run's server still finishes its
+/// last call there (it may still write), recovery is refused and names
+/// it; a directory that is no task worktree is refused too.
+#[test]
+fn the_work_of_a_killed_run_is_recovered_on_its_branch() {
+    let mut run = Hanging::start();
+    let killed = Command::new("kill")
+        .args(["-KILL", &run.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    run.status_within(Duration::from_secs(10));
+    let repo = run.repo.path().to_path_buf();
+    let worktrees: Vec<_> = std::fs::read_dir(repo.join(".worktrees"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(worktrees.len(), 1, "{worktrees:?}");
+    let wt = &worktrees[0];
+    assert!(wt.join("NOTES.md").is_file());
+    let run_id = wt.file_name().unwrap().to_str().unwrap().to_string();
+    let recover = |which: &str| {
+        let out = Command::new(agent_bin())
+            .args(["recover", which])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The server of the killed run is still in its 120 s `spin` call.
+    let (code, err) = recover(&run_id);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is still working in"), "{err}");
+    let pid = err
+        .split("(pid ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap();
+    assert!(Command::new("kill")
+        .args(["-KILL", pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(wt.join("NOTES.md").is_file(), "refusing changed nothing");
+    let (code, err) = recover(".");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("is not the worktree of a wasm-agent task"),
+        "{err}"
+    );
+    let (code, err) = recover(&run_id);
+    assert_eq!(code, Some(0), "{err}");
+    let branch = format!("agent/{run_id}");
+    assert!(
+        err.contains(&format!("work committed on branch {branch}")),
+        "{err}"
+    );
+    let notes = git(&repo, &["show", &format!("{branch}:NOTES.md")]);
+    assert_eq!(notes, "written before Ctrl-C\n");
+    assert!(!wt.exists(), "the worktree is removed");
+    let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(!listed.contains(&run_id), "{listed}");
+    // Nothing is left to recover.
+    let (code, err) = recover(&run_id);
+    assert_eq!(code, Some(2), "{err}");
+}

@@ -1,15 +1,17 @@
 //! `wasm-agent run-task --policy P --task T [--provider scripted|openai]
 //! [--keep-worktree | --discard] [--out-dir DIR] [--json] [--quiet]`
+//! `wasm-agent recover WORKTREE-OR-RUN-ID [--keep-worktree]`
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use wasm_mcp_harness::run::approve_tty::PromptApprover;
 use wasm_mcp_harness::run::interrupt::{on_signals, stop_pair, EXIT_INTERRUPTED};
-use wasm_mcp_harness::run::keep::WorkOutcome;
+use wasm_mcp_harness::run::keep::{Settlement, WorkOutcome};
 use wasm_mcp_harness::run::progress;
+use wasm_mcp_harness::run::recover::recover;
 use wasm_mcp_harness::run::task::ProviderChoice;
 use wasm_mcp_harness::{run_task, RunOptions, RunReport};
 
@@ -56,6 +58,17 @@ enum Cmd {
         /// No progress lines on stderr, only the summary.
         #[arg(long)]
         quiet: bool,
+    },
+    /// Save the work a run left in its worktree when it did not finish
+    /// (killed with `kill -9`, out of memory, the machine went down):
+    /// commit it on the run's `agent/<run-id>` branch as the run would
+    /// have, then remove the worktree directory. Run it in the repository.
+    Recover {
+        /// The worktree directory, or the run id (`.worktrees/<run-id>`).
+        worktree: String,
+        /// Keep the worktree directory as well as the branch.
+        #[arg(long)]
+        keep_worktree: bool,
     },
 }
 
@@ -126,6 +139,25 @@ async fn main() {
                 }
             }
         }
+        Cmd::Recover {
+            worktree,
+            keep_worktree,
+        } => {
+            let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
+            match recover(&here, &worktree, keep_worktree) {
+                Ok(r) => {
+                    summarize_work(&r.settlement, &r.branch, &r.worktree);
+                    match r.settlement.work {
+                        WorkOutcome::NotSaved { .. } => 1,
+                        _ => 0,
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    2
+                }
+            }
+        }
     };
     // Exit now: a prompt may still be blocked reading the terminal.
     std::process::exit(code)
@@ -151,7 +183,13 @@ fn summarize(report: &RunReport, progress_shown: bool) {
         eprintln!("error: {}", safe_lines(e));
     }
     eprintln!("trace: {}", report.trace_path.display());
-    match &report.work.work {
+    summarize_work(&report.work, &report.branch, &report.worktree);
+}
+
+/// What became of a run's work: its commit, or why there is none, and
+/// the worktree when it is kept.
+fn summarize_work(work: &Settlement, branch: &str, worktree: &Path) {
+    match &work.work {
         WorkOutcome::Committed(c) => {
             eprintln!(
                 "work committed on branch {} (commit {})",
@@ -172,22 +210,17 @@ fn summarize(report: &RunReport, progress_shown: bool) {
                 c.branch
             );
         }
-        WorkOutcome::NoChanges => eprintln!(
-            "no changes: nothing committed, branch {} deleted",
-            report.branch
-        ),
+        WorkOutcome::NoChanges => {
+            eprintln!("no changes: nothing committed, branch {branch} deleted")
+        }
         WorkOutcome::Discarded => {
             eprintln!("work discarded (--discard): branch and worktree removed")
         }
         WorkOutcome::NotSaved { error } => eprintln!("work NOT committed: {}", safe_lines(error)),
     }
-    if report.worktree_kept {
-        eprintln!(
-            "worktree kept: {} (branch {})",
-            report.worktree.display(),
-            report.branch
-        );
-        for s in &report.work.set_aside {
+    if work.worktree_kept {
+        eprintln!("worktree kept: {} (branch {branch})", worktree.display());
+        for s in &work.set_aside {
             eprintln!("set aside in it: {s}");
         }
     }

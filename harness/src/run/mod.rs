@@ -8,6 +8,7 @@ pub mod interrupt;
 pub mod keep;
 pub mod policy;
 pub mod progress;
+pub mod recover;
 pub mod repo_dirs;
 pub mod session;
 pub mod stage;

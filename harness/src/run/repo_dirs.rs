@@ -16,8 +16,11 @@ use anyhow::{bail, Context, Result};
 
 use crate::run::git::Git;
 
+/// Where `run-task` makes its worktrees (`<repo>/.worktrees/<run-id>`).
+pub const WORKTREES_DIR: &str = ".worktrees";
+
 /// The repository-relative directories the harness writes under.
-pub const HARNESS_DIRS: [&str; 2] = [".cache", ".worktrees"];
+pub const HARNESS_DIRS: [&str; 2] = [".cache", WORKTREES_DIR];
 
 /// Refuses a repository whose `.cache` or `.worktrees` is not a plain
 /// directory (a symlink, a file) or holds tracked files.

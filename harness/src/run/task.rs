@@ -202,7 +202,7 @@ pub async fn run_task(
     let wt_root = opts
         .worktrees_root
         .clone()
-        .unwrap_or_else(|| repo.join(".worktrees"));
+        .unwrap_or_else(|| repo.join(crate::run::repo_dirs::WORKTREES_DIR));
     let mut worktree = {
         let (repo, run_id, base_ref) = (repo.clone(), run_id.clone(), task.base_ref.clone());
         blocking(move || Worktree::create(&repo, &wt_root, &run_id, &base_ref)).await??

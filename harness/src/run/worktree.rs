@@ -22,7 +22,22 @@ pub enum WorktreeError {
     Cleanup { path: PathBuf, failures: String },
     #[error("nothing could be committed: {0}")]
     NotCommittable(String),
+    #[error("{0} is not the worktree of a wasm-agent task (by the repository's own record: no worktree of it there with an agent/ branch checked out)")]
+    NotATask(PathBuf),
+    #[error("{name} (pid {pid}) is still working in {path}: stop it first (a run commits its work when it stops; a server of a killed run ends with its last call)")]
+    InUse {
+        path: PathBuf,
+        pid: u32,
+        name: String,
+    },
 }
+
+/// The branch of a task's worktree is `agent/<run-id>`.
+pub const BRANCH_PREFIX: &str = "agent/";
+
+/// The file in a task worktree's metadata dir that names the process
+/// running in it.
+const RUN_PID_FILE: &str = "wasm-agent.pid";
 
 #[derive(Debug)]
 pub struct Worktree {
@@ -77,7 +92,7 @@ impl Worktree {
             return Err(WorktreeError::Exists(path));
         }
         std::fs::create_dir_all(root)?;
-        let branch = format!("agent/{run_id}");
+        let branch = format!("{BRANCH_PREFIX}{run_id}");
         // Resolve first so a bad ref fails with a clear message; in the
         // caller's checkout, so `HEAD` of a linked worktree is its own.
         let commit = Git::resolve_commit(repo, base_ref)?;
@@ -90,6 +105,7 @@ impl Worktree {
         let path = std::fs::canonicalize(&path)?;
         // Read now, before any tool ran: afterwards `.git` is untrusted.
         let admin_dir = admin_dir_of(&path)?;
+        std::fs::write(admin_dir.join(RUN_PID_FILE), std::process::id().to_string())?;
         Ok(Self {
             repo: repo.to_path_buf(),
             path,
@@ -98,6 +114,41 @@ impl Worktree {
             git,
             admin_dir,
             removed: false,
+        })
+    }
+
+    /// The task worktree at `path` that a run left behind (killed, or the
+    /// machine went down), found by the main repository's own record of
+    /// it (the admin dir whose `gitdir` names `path/.git`), never by the
+    /// worktree's `.git`, which a tool may have rewritten. Only a worktree
+    /// on an `agent/` branch is taken, and none a live run still works in.
+    /// Its base is the branch's commit now. Dropped, it is left as it is.
+    pub fn left_behind(repo: &Path, path: &Path) -> Result<Self, WorktreeError> {
+        let (_, common) = Git::discover(repo)?;
+        let path = std::fs::canonicalize(path)?;
+        let not_a_task = || WorktreeError::NotATask(path.clone());
+        let admin_dir = admin_dir_naming(&common, &path).ok_or_else(not_a_task)?;
+        let head = std::fs::read_to_string(admin_dir.join("HEAD"))?;
+        let branch = head
+            .trim()
+            .strip_prefix("ref: refs/heads/")
+            .filter(|b| b.starts_with(BRANCH_PREFIX))
+            .ok_or_else(not_a_task)?
+            .to_string();
+        if let Some((pid, name)) = live_run(&admin_dir).or_else(|| process_in(&path)) {
+            return Err(WorktreeError::InUse { path, pid, name });
+        }
+        let commit = Git::resolve_commit(repo, &format!("refs/heads/{branch}"))?;
+        let git = Git::repo(&common).neutralizing_filters_of(&commit);
+        Ok(Self {
+            repo: repo.to_path_buf(),
+            path,
+            branch,
+            base_commit: commit,
+            git,
+            admin_dir,
+            // Never removed on drop: only `settle` decides.
+            removed: true,
         })
     }
 
@@ -218,6 +269,58 @@ fn admin_dir_of(path: &Path) -> Result<PathBuf, WorktreeError> {
             )))
         })?;
     Ok(std::fs::canonicalize(path.join(dir))?)
+}
+
+/// The admin dir under `<common>/worktrees` whose `gitdir` names
+/// `path/.git` (git writes the path as it was given: compared resolved).
+fn admin_dir_naming(common: &Path, path: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(common.join("worktrees")).ok()?;
+    entries.flatten().map(|e| e.path()).find(|admin| {
+        std::fs::read_to_string(admin.join("gitdir")).is_ok_and(|gitdir| {
+            Path::new(gitdir.trim())
+                .parent()
+                .and_then(|dir| std::fs::canonicalize(dir).ok())
+                .is_some_and(|dir| dir == path)
+        })
+    })
+}
+
+/// The run named in `admin_dir`'s pid file, if it is alive and a
+/// `wasm-agent` (a pid taken again by another program is no run).
+fn live_run(admin_dir: &Path) -> Option<(u32, String)> {
+    let pid: u32 = std::fs::read_to_string(admin_dir.join(RUN_PID_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let name = process_name(pid)?;
+    (name == "wasm-agent").then_some((pid, name))
+}
+
+/// A process other than this one with its working directory or an open
+/// file inside `path` (a server of a killed run finishing its last call
+/// holds the worktree open, and may still write there). Read from
+/// `/proc`: only where it exists, and only the processes this user may
+/// look into.
+fn process_in(path: &Path) -> Option<(u32, String)> {
+    let me = std::process::id();
+    let inside = |link: PathBuf| std::fs::read_link(link).is_ok_and(|to| to.starts_with(path));
+    let pids = std::fs::read_dir("/proc").ok()?.flatten();
+    let pids = pids.filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
+    pids.filter(|&pid| pid != me).find_map(|pid| {
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        let open = || {
+            let fds = std::fs::read_dir(proc_dir.join("fd")).into_iter().flatten();
+            fds.flatten().any(|fd| inside(fd.path()))
+        };
+        (inside(proc_dir.join("cwd")) || open())
+            .then(|| (pid, process_name(pid).unwrap_or_default()))
+    })
+}
+
+fn process_name(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim().to_string())
 }
 
 impl Drop for Worktree {
