@@ -469,31 +469,29 @@ fn a_doubled_signal_is_one_interruption_and_the_work_is_committed() {
 
 /// A run killed with `kill -9` cannot commit its work: it stays in the
 /// worktree, and `wasm-agent recover` commits it on the run's branch and
-/// removes the worktree. While the killed run's server still finishes its
-/// last call there (it may still write), recovery is refused and names
-/// it; a directory that is no task worktree is refused too.
+/// removes the worktree. Refused, with nothing changed: while the run is
+/// alive (it holds the worktree's lock), while the killed run's server
+/// still finishes its last call there (it may still write), a directory
+/// that is no task's worktree (the repository itself, a user's own linked
+/// worktree on an `agent/` branch), and a run id named from inside a
+/// worktree. Run from inside the worktree with a `.git` a tool planted
+/// there, it still commits on the run's own branch (a helper's find: it
+/// committed into the tool's repository, and deleted the work).
 #[test]
 fn the_work_of_a_killed_run_is_recovered_on_its_branch() {
     let mut run = Hanging::start();
-    let killed = Command::new("kill")
-        .args(["-KILL", &run.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    run.status_within(Duration::from_secs(10));
     let repo = run.repo.path().to_path_buf();
     let worktrees: Vec<_> = std::fs::read_dir(repo.join(".worktrees"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(worktrees.len(), 1, "{worktrees:?}");
-    let wt = &worktrees[0];
-    assert!(wt.join("NOTES.md").is_file());
+    let wt = worktrees[0].clone();
     let run_id = wt.file_name().unwrap().to_str().unwrap().to_string();
-    let recover = |which: &str| {
+    let recover_in = |cwd: &std::path::Path, which: &str| {
         let out = Command::new(agent_bin())
             .args(["recover", which])
-            .current_dir(&repo)
+            .current_dir(cwd)
             .output()
             .unwrap();
         (
@@ -501,32 +499,76 @@ fn the_work_of_a_killed_run_is_recovered_on_its_branch() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    // The server of the killed run is still in its 120 s `spin` call.
-    let (code, err) = recover(&run_id);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("is still working in"), "{err}");
-    let pid = err
-        .split("(pid ")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .unwrap();
-    assert!(Command::new("kill")
-        .args(["-KILL", pid])
-        .status()
-        .unwrap()
-        .success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(wt.join("NOTES.md").is_file(), "refusing changed nothing");
-    let (code, err) = recover(".");
-    assert_eq!(code, Some(2), "{err}");
-    assert!(
-        err.contains("is not the worktree of a wasm-agent task"),
-        "{err}"
+    let refused = |cwd: &std::path::Path, which: &str, why: &str| {
+        let (code, err) = recover_in(cwd, which);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(why), "{err}");
+        err
+    };
+    let pid_in = |err: &str| -> String {
+        let pid = err.split("(pid ").nth(1).and_then(|s| s.split(')').next());
+        pid.unwrap().to_string()
+    };
+    let kill = |pid: &str| {
+        assert!(Command::new("kill")
+            .args(["-KILL", pid])
+            .status()
+            .unwrap()
+            .success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // The run is alive.
+    let err = refused(&repo, &run_id, "is still working in");
+    assert_eq!(pid_in(&err), run.child.id().to_string(), "{err}");
+    kill(&run.child.id().to_string());
+    run.status_within(Duration::from_secs(10));
+    assert!(wt.join("NOTES.md").is_file());
+    // Its server is still in its 120 s `spin` call.
+    let err = refused(&repo, &run_id, "is still working in");
+    kill(&pid_in(&err));
+    // No task's worktree: the repository, a user's own worktree on an
+    // `agent/` branch (beside the repository, and under `.worktrees`).
+    refused(&repo, ".", "is not the worktree of a wasm-agent task");
+    git(&repo, &["branch", "agent/mine", "HEAD"]);
+    let mine = repo.with_extension("mine");
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            mine.to_str().unwrap(),
+            "agent/mine",
+        ],
     );
-    let (code, err) = recover(&run_id);
+    refused(
+        &repo,
+        mine.to_str().unwrap(),
+        "is not the worktree of a wasm-agent task",
+    );
+    git(&repo, &["branch", "agent/mine2", "HEAD"]);
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            ".worktrees/mine2",
+            "agent/mine2",
+        ],
+    );
+    refused(&repo, "mine2", "is not the worktree of a wasm-agent task");
+    // A tool's repository planted as the worktree's `.git`, with a branch
+    // of its own: from inside, a run id is refused, `.` is the run's.
+    let planted = wt.join(".git");
+    std::fs::remove_file(&planted).unwrap();
+    git(&wt, &["init", "--quiet", "-b", "agent/foo"]);
+    assert!(planted.is_dir());
+    refused(&wt, &run_id, "is inside a task's worktree");
+    let (code, err) = recover_in(&wt, ".");
     assert_eq!(code, Some(0), "{err}");
     let branch = format!("agent/{run_id}");
     assert!(
@@ -539,6 +581,6 @@ fn the_work_of_a_killed_run_is_recovered_on_its_branch() {
     let listed = git(&repo, &["worktree", "list", "--porcelain"]);
     assert!(!listed.contains(&run_id), "{listed}");
     // Nothing is left to recover.
-    let (code, err) = recover(&run_id);
-    assert_eq!(code, Some(2), "{err}");
+    refused(&repo, &run_id, "is not the worktree of a wasm-agent task");
+    let _ = std::fs::remove_dir_all(&mine);
 }

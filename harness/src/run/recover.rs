@@ -23,19 +23,10 @@ pub struct Recovered {
 }
 
 /// Commits the work left in `which` (a worktree directory, or a run id
-/// under the repository's `.worktrees`) of the repository holding `dir`;
-/// keeps the directory too with `keep_worktree`.
+/// under the `.worktrees` of the repository holding `dir`); keeps the
+/// directory too with `keep_worktree`.
 pub fn recover(dir: &Path, which: &str, keep_worktree: bool) -> Result<Recovered, WorktreeError> {
-    let repo = Worktree::repo_root(dir)?;
-    let named = Path::new(which);
-    let path = match named.is_dir() {
-        true => named.to_path_buf(),
-        false => repo.join(WORKTREES_DIR).join(sanitize_id(which)),
-    };
-    if !path.is_dir() {
-        return Err(WorktreeError::NotATask(path));
-    }
-    let mut wt = Worktree::left_behind(&repo, &path)?;
+    let mut wt = Worktree::left_behind(&worktree_named(dir, which)?)?;
     let scratch = tempfile::tempdir()?;
     let how = match keep_worktree {
         true => Disposition::CommitKeepDir,
@@ -51,4 +42,29 @@ pub fn recover(dir: &Path, which: &str, keep_worktree: bool) -> Result<Recovered
         worktree: wt.path.clone(),
         settlement,
     })
+}
+
+/// The directory `which` names: a directory as it is (relative to
+/// `dir`), or a run id's under the repository holding `dir`, found from
+/// `dir` only when `dir` is in no task's worktree: in one, a tool's
+/// `.git` would be taken for the repository (a helper's find: `recover .`
+/// in a worktree committed the work into a repository the tool made).
+fn worktree_named(dir: &Path, which: &str) -> Result<PathBuf, WorktreeError> {
+    let named = dir.join(which);
+    if named.is_dir() {
+        return Ok(named);
+    }
+    let dir = std::fs::canonicalize(dir)?;
+    if dir
+        .ancestors()
+        .any(|a| a.file_name() == Some(WORKTREES_DIR.as_ref()))
+    {
+        return Err(WorktreeError::InsideATask(dir));
+    }
+    let repo = Worktree::repo_root(&dir)?;
+    let path = repo.join(WORKTREES_DIR).join(sanitize_id(which));
+    match path.is_dir() {
+        true => Ok(path),
+        false => Err(WorktreeError::NotATask(path)),
+    }
 }

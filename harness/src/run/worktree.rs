@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::run::cleanup::remove_tree;
 use crate::run::git::{Git, GitError};
+use crate::run::repo_dirs::WORKTREES_DIR;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorktreeError {
@@ -24,6 +25,8 @@ pub enum WorktreeError {
     NotCommittable(String),
     #[error("{0} is not the worktree of a wasm-agent task (by the repository's own record: no worktree of it there with an agent/ branch checked out)")]
     NotATask(PathBuf),
+    #[error("{0} is inside a task's worktree, whose .git a tool may have written: name the run from the repository, or give the worktree's directory")]
+    InsideATask(PathBuf),
     #[error("{name} (pid {pid}) is still working in {path}: stop it first (a run commits its work when it stops; a server of a killed run ends with its last call)")]
     InUse {
         path: PathBuf,
@@ -35,9 +38,11 @@ pub enum WorktreeError {
 /// The branch of a task's worktree is `agent/<run-id>`.
 pub const BRANCH_PREFIX: &str = "agent/";
 
-/// The file in a task worktree's metadata dir that names the process
-/// running in it.
-const RUN_PID_FILE: &str = "wasm-agent.pid";
+/// The file in a task worktree's metadata dir that marks it as a task's:
+/// the process working in it (the run, or `recover`) holds an exclusive
+/// `flock` on it, released by the kernel when that process ends however
+/// it ends, and writes its pid there (for the message only).
+const RUN_LOCK_FILE: &str = "wasm-agent.lock";
 
 #[derive(Debug)]
 pub struct Worktree {
@@ -51,6 +56,8 @@ pub struct Worktree {
     /// This worktree's metadata dir in the main repo (`<common>/worktrees/<name>`).
     pub admin_dir: PathBuf,
     removed: bool,
+    /// Held while this process works in the worktree (`RUN_LOCK_FILE`).
+    _run_lock: Option<std::fs::File>,
 }
 
 /// `[A-Za-z0-9_-]`, for paths and branch names.
@@ -105,7 +112,7 @@ impl Worktree {
         let path = std::fs::canonicalize(&path)?;
         // Read now, before any tool ran: afterwards `.git` is untrusted.
         let admin_dir = admin_dir_of(&path)?;
-        std::fs::write(admin_dir.join(RUN_PID_FILE), std::process::id().to_string())?;
+        let run_lock = Some(lock_run(&admin_dir, &path)?);
         Ok(Self {
             repo: repo.to_path_buf(),
             path,
@@ -114,19 +121,30 @@ impl Worktree {
             git,
             admin_dir,
             removed: false,
+            _run_lock: run_lock,
         })
     }
 
     /// The task worktree at `path` that a run left behind (killed, or the
-    /// machine went down), found by the main repository's own record of
-    /// it (the admin dir whose `gitdir` names `path/.git`), never by the
-    /// worktree's `.git`, which a tool may have rewritten. Only a worktree
-    /// on an `agent/` branch is taken, and none a live run still works in.
-    /// Its base is the branch's commit now. Dropped, it is left as it is.
-    pub fn left_behind(repo: &Path, path: &Path) -> Result<Self, WorktreeError> {
-        let (_, common) = Git::discover(repo)?;
+    /// machine went down). Nothing a tool could write decides what it is:
+    /// its repository is the one `run-task` made it in, two levels up
+    /// (`<repo>/.worktrees/<run-id>`), never found through the worktree's
+    /// `.git`; that repository's own record names it (the admin dir whose
+    /// `gitdir` names `path/.git`), on an `agent/` branch, with the lock
+    /// file `run-task` made there. Refused while a process works in it:
+    /// one holding that lock (the run, another `recover`), or one with
+    /// its cwd or a file there. Its base is the branch's commit now.
+    /// Dropped, it is left as it is; it holds the lock until then.
+    pub fn left_behind(path: &Path) -> Result<Self, WorktreeError> {
         let path = std::fs::canonicalize(path)?;
         let not_a_task = || WorktreeError::NotATask(path.clone());
+        let repo = path
+            .parent()
+            .filter(|p| p.file_name() == Some(WORKTREES_DIR.as_ref()))
+            .and_then(Path::parent)
+            .ok_or_else(not_a_task)?
+            .to_path_buf();
+        let (_, common) = Git::discover(&repo)?;
         let admin_dir = admin_dir_naming(&common, &path).ok_or_else(not_a_task)?;
         let head = std::fs::read_to_string(admin_dir.join("HEAD"))?;
         let branch = head
@@ -135,13 +153,17 @@ impl Worktree {
             .filter(|b| b.starts_with(BRANCH_PREFIX))
             .ok_or_else(not_a_task)?
             .to_string();
-        if let Some((pid, name)) = live_run(&admin_dir).or_else(|| process_in(&path)) {
+        if !admin_dir.join(RUN_LOCK_FILE).is_file() {
+            return Err(not_a_task());
+        }
+        let run_lock = lock_run(&admin_dir, &path)?;
+        if let Some((pid, name)) = process_in(&path) {
             return Err(WorktreeError::InUse { path, pid, name });
         }
-        let commit = Git::resolve_commit(repo, &format!("refs/heads/{branch}"))?;
+        let commit = Git::resolve_commit(&repo, &format!("refs/heads/{branch}"))?;
         let git = Git::repo(&common).neutralizing_filters_of(&commit);
         Ok(Self {
-            repo: repo.to_path_buf(),
+            repo,
             path,
             branch,
             base_commit: commit,
@@ -149,6 +171,7 @@ impl Worktree {
             admin_dir,
             // Never removed on drop: only `settle` decides.
             removed: true,
+            _run_lock: Some(run_lock),
         })
     }
 
@@ -272,12 +295,15 @@ fn admin_dir_of(path: &Path) -> Result<PathBuf, WorktreeError> {
 }
 
 /// The admin dir under `<common>/worktrees` whose `gitdir` names
-/// `path/.git` (git writes the path as it was given: compared resolved).
+/// `path/.git` (absolute, or relative to the admin dir as git writes it
+/// with `worktree.useRelativePaths`; compared resolved, up to the
+/// worktree: its `.git` itself may be a tool's link).
 fn admin_dir_naming(common: &Path, path: &Path) -> Option<PathBuf> {
     let entries = std::fs::read_dir(common.join("worktrees")).ok()?;
     entries.flatten().map(|e| e.path()).find(|admin| {
         std::fs::read_to_string(admin.join("gitdir")).is_ok_and(|gitdir| {
-            Path::new(gitdir.trim())
+            let named = admin.join(gitdir.trim());
+            named
                 .parent()
                 .and_then(|dir| std::fs::canonicalize(dir).ok())
                 .is_some_and(|dir| dir == path)
@@ -285,16 +311,37 @@ fn admin_dir_naming(common: &Path, path: &Path) -> Option<PathBuf> {
     })
 }
 
-/// The run named in `admin_dir`'s pid file, if it is alive and a
-/// `wasm-agent` (a pid taken again by another program is no run).
-fn live_run(admin_dir: &Path) -> Option<(u32, String)> {
-    let pid: u32 = std::fs::read_to_string(admin_dir.join(RUN_PID_FILE))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    let name = process_name(pid)?;
-    (name == "wasm-agent").then_some((pid, name))
+/// Takes the exclusive lock of the worktree's `RUN_LOCK_FILE` (made if
+/// missing) and writes this process's pid in it; refused while another
+/// process holds it.
+fn lock_run(admin_dir: &Path, path: &Path) -> Result<std::fs::File, WorktreeError> {
+    use std::io::{Seek, Write};
+    use std::os::fd::AsRawFd;
+    let file_path = admin_dir.join(RUN_LOCK_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&file_path)?;
+    // SAFETY: `flock` on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::WouldBlock {
+            return Err(err.into());
+        }
+        let pid = std::fs::read_to_string(&file_path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let name = process_name(pid).unwrap_or_else(|| "wasm-agent".into());
+        let path = path.to_path_buf();
+        return Err(WorktreeError::InUse { path, pid, name });
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    Ok(file)
 }
 
 /// A process other than this one with its working directory or an open
