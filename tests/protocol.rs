@@ -929,6 +929,129 @@ fn a_client_at_the_bound_of_requests_in_flight_can_cancel() {
     assert!(answered.is_empty(), "{answered:?}");
 }
 
+/// Requests held at the bound when the input ends are still run and
+/// answered, each within its own deadline: the wait for answers at the
+/// end of input was fixed when the end was read, and cut the held calls,
+/// which start only when a place frees (a helper's find).
+#[test]
+fn requests_held_at_the_bound_are_answered_after_the_input_ends() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    // Held calls start at 12 s and end at 24 s: past the end's own wait
+    // (12 + 5 s from the end of input) and rmcp's 5 s drain after it.
+    let args = [
+        "--timeout-ms",
+        "12000",
+        "--max-concurrency",
+        "64",
+        "--max-concurrency-per-plugin",
+        "64",
+    ];
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &args);
+    for id in 1..=67 {
+        s.send_raw(&call_frame(id, "sleep_forever", json!({})));
+    }
+    s.close_input();
+    for id in 1..=67 {
+        let a = answer(&mut s, id, Duration::from_secs(60));
+        assert_eq!(a["result"]["isError"], true, "{a}");
+    }
+    let status = s
+        .exit_within(Duration::from_secs(20))
+        .expect("exits once answered");
+    assert!(status.success(), "{status}");
+}
+
+/// A client writing tiny notifications as fast as the pipe takes them
+/// cannot grow the server's memory: rmcp spawns a task for each, and the
+/// reader handed them over faster than those tasks ran (1 million 31-byte
+/// lines held 1.26 GB; a helper's find). The server yields to each
+/// notification's task before it reads on.
+#[test]
+fn a_burst_of_notifications_does_not_grow_the_server() {
+    use std::io::{BufRead, BufReader, Write};
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
+    let pid = child.id();
+    let writer = std::thread::spawn(move || {
+        let line = b"{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n";
+        let chunk: Vec<u8> = line
+            .iter()
+            .copied()
+            .cycle()
+            .take(line.len() * 32_768)
+            .collect();
+        for _ in 0..16 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        writeln!(
+            stdin,
+            "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}}"
+        )
+        .unwrap();
+        stdin
+    });
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        out.lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("\"id\":7"))
+    });
+    let mut peak = 0;
+    while !reader.is_finished() {
+        peak = peak.max(rss_bytes(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        reader.join().unwrap(),
+        "the ping after the burst was answered"
+    );
+    drop(writer.join().unwrap());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        peak < 200 << 20,
+        "RSS {} MiB during 524,288 notifications",
+        peak >> 20
+    );
+}
+
+/// Requests held at the bound are not run once the client has closed its
+/// end of stdout: nobody could read their answers (they ran, writes
+/// included, when a place freed; a helper's find).
+#[test]
+fn held_requests_do_not_run_once_stdout_is_closed() {
+    use std::io::Write;
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let args = [
+        "--timeout-ms",
+        "3000",
+        "--max-concurrency",
+        "64",
+        "--max-concurrency-per-plugin",
+        "64",
+    ];
+    let (mut child, mut stdin) = spawn_initialized_with(wt.path(), plugins.path(), &args);
+    for id in 1..=64 {
+        writeln!(stdin, "{}", call_frame(id, "sleep_forever", json!({}))).unwrap();
+    }
+    for (id, path) in [(65, "h1.txt"), (66, "h2.txt")] {
+        let write = json!({"path": path, "content": "x"});
+        writeln!(stdin, "{}", call_frame(id, "write_file", write)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    drop(child.stdout.take());
+    // The 64 calls end at their 3 s deadline; their answers find no reader.
+    std::thread::sleep(Duration::from_millis(5000));
+    let _ = child.kill();
+    let _ = child.wait();
+    for held in ["h1.txt", "h2.txt"] {
+        assert!(!wt.path().join(held).exists(), "{held} was written");
+    }
+}
+
 /// JSON-RPC ids must be unique among requests in flight: a second request
 /// with the id of one still running is refused, not run (both ran and one
 /// answer was lost, so the client never learnt of one write).
@@ -992,6 +1115,15 @@ fn spawn_initialized(
     wt: &std::path::Path,
     plugins: &std::path::Path,
 ) -> (std::process::Child, std::process::ChildStdin) {
+    spawn_initialized_with(wt, plugins, &[])
+}
+
+/// [`spawn_initialized`] with `extra` arguments to `serve`.
+fn spawn_initialized_with(
+    wt: &std::path::Path,
+    plugins: &std::path::Path,
+    extra: &[&str],
+) -> (std::process::Child, std::process::ChildStdin) {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut child = Command::new(support::server_bin())
@@ -1001,6 +1133,7 @@ fn spawn_initialized(
         .arg(plugins)
         .arg("--cache-dir")
         .arg(support::cache_dir())
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
