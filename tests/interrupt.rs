@@ -562,19 +562,80 @@ fn the_work_of_a_killed_run_is_recovered_on_its_branch() {
     );
     refused(&repo, "mine2", "is not the worktree of a wasm-agent task");
     // A tool's repository planted as the worktree's `.git`, with a branch
-    // of its own: from inside, a run id is refused, `.` is the run's.
+    // of its own, and a link named as the run to a layout the tool made
+    // (`.worktrees/x` inside the worktree): from inside, a run id is
+    // refused, the link leads to no task, and `.` is the run's own.
     let planted = wt.join(".git");
     std::fs::remove_file(&planted).unwrap();
     git(&wt, &["init", "--quiet", "-b", "agent/foo"]);
     assert!(planted.is_dir());
+    std::fs::create_dir_all(wt.join(".worktrees/x")).unwrap();
+    std::os::unix::fs::symlink(".worktrees/x", wt.join(&run_id)).unwrap();
+    // The tool's repository shares the real one's refs and objects, and
+    // records `.worktrees/x` as a task's worktree on the run's branch.
+    for shared in ["refs", "objects"] {
+        std::fs::remove_dir_all(planted.join(shared)).unwrap();
+        let real = repo.join(".git").join(shared);
+        std::os::unix::fs::symlink(real, planted.join(shared)).unwrap();
+    }
+    let admin = planted.join("worktrees/x");
+    std::fs::create_dir_all(&admin).unwrap();
+    let fake_gitdir = format!("{}\n", wt.join(".worktrees/x/.git").display());
+    std::fs::write(admin.join("gitdir"), fake_gitdir).unwrap();
+    std::fs::write(
+        admin.join("HEAD"),
+        format!("ref: refs/heads/agent/{run_id}\n"),
+    )
+    .unwrap();
+    std::fs::write(admin.join("wasm-agent.lock"), "1").unwrap();
     refused(&wt, &run_id, "is inside a task's worktree");
-    let (code, err) = recover_in(&wt, ".");
-    assert_eq!(code, Some(0), "{err}");
+    refused(
+        &wt,
+        &format!("./{run_id}"),
+        "is not the worktree of a wasm-agent task",
+    );
+    std::fs::remove_file(wt.join(&run_id)).unwrap();
+    std::fs::remove_dir_all(wt.join(".worktrees")).unwrap();
+    std::fs::remove_dir_all(planted.join("worktrees")).unwrap();
+    // From a shell in the worktree (the shell is not counted as working
+    // there), the worktree kept.
+    let script = format!(
+        "cd '{}' && '{}' recover --keep-worktree .; e=$?; exit $e",
+        wt.display(),
+        agent_bin().display()
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
     let branch = format!("agent/{run_id}");
     assert!(
         err.contains(&format!("work committed on branch {branch}")),
         "{err}"
     );
+    let notes = git(&repo, &["show", &format!("{branch}:NOTES.md")]);
+    assert_eq!(notes, "written before Ctrl-C\n");
+    assert!(wt.is_dir(), "the worktree is kept");
+    // Again, with nothing new: the branch keeps the commit (a recover
+    // after a committed one deleted the branch).
+    let again = Command::new(agent_bin())
+        .args(["recover", "--keep-worktree", &run_id])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&again.stderr).into_owned();
+    assert_eq!(again.status.code(), Some(0), "{err}");
+    let kept = format!("branch {branch} kept as it was");
+    assert!(err.contains(&kept), "{err}");
+    let notes = git(&repo, &["show", &format!("{branch}:NOTES.md")]);
+    assert_eq!(notes, "written before Ctrl-C\n");
+    // A removal cut short after the commit (marked committed, files
+    // gone): what is left is removed, not committed as deletions.
+    let admin = repo.join(".git/worktrees").join(&run_id);
+    std::fs::write(admin.join("wasm-agent.committed"), "").unwrap();
+    std::fs::remove_file(wt.join("NOTES.md")).unwrap();
+    let (code, err) = recover_in(&repo, &run_id);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains(&kept), "{err}");
     let notes = git(&repo, &["show", &format!("{branch}:NOTES.md")]);
     assert_eq!(notes, "written before Ctrl-C\n");
     assert!(!wt.exists(), "the worktree is removed");

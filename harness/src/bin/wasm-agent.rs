@@ -210,6 +210,9 @@ fn summarize_work(work: &Settlement, branch: &str, worktree: &Path) {
                 c.branch
             );
         }
+        WorkOutcome::NoChanges if work.branch_kept => {
+            eprintln!("no changes: nothing new to commit, branch {branch} kept as it was")
+        }
         WorkOutcome::NoChanges => {
             eprintln!("no changes: nothing committed, branch {branch} deleted")
         }

@@ -27,6 +27,10 @@ pub enum Disposition {
     CommitKeepDir,
     /// Remove the directory and the branch.
     Discard,
+    /// `wasm-agent recover`: commit, and keep the branch even with nothing
+    /// new to commit (it may hold the run's commit already: a run or a
+    /// `recover` killed after committing); keep the directory if asked.
+    Recover { keep_dir: bool },
 }
 
 /// A commit holding the run's work.
@@ -86,10 +90,14 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
             },
         },
     };
-    let keep_dir = how == Disposition::CommitKeepDir
-        || matches!(&work, WorkOutcome::NotSaved { .. })
+    let keep_dir = matches!(
+        how,
+        Disposition::CommitKeepDir | Disposition::Recover { keep_dir: true }
+    ) || matches!(&work, WorkOutcome::NotSaved { .. })
         || matches!(&work, WorkOutcome::Committed(c) if c.files_left_out);
-    let keep_branch = keep_dir || matches!(work, WorkOutcome::Committed(_));
+    let keep_branch = keep_dir
+        || matches!(work, WorkOutcome::Committed(_))
+        || matches!(how, Disposition::Recover { .. });
     let mut worktree_kept = keep_dir;
     let mut set_aside = Vec::new();
     if keep_dir {
@@ -103,9 +111,16 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
                 problems.push(format!("update index: {e}"));
             }
         }
-    } else if let Err(e) = wt.remove_dir() {
-        problems.push(e.to_string());
-        worktree_kept = wt.path.exists();
+    } else {
+        // Removing a large tree takes a while: killed during it, the
+        // worktree's half left is no work to commit again (`recover`).
+        if matches!(work, WorkOutcome::Committed(_)) {
+            wt.mark_committed();
+        }
+        if let Err(e) = wt.remove_dir() {
+            problems.push(e.to_string());
+            worktree_kept = wt.path.exists();
+        }
     }
     if !keep_branch {
         if let Err(e) = wt.delete_branch() {

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::run::keep::{settle, Disposition, Settlement};
+use crate::run::keep::{settle, Disposition, Settlement, WorkOutcome};
 use crate::run::repo_dirs::WORKTREES_DIR;
 use crate::run::worktree::{sanitize_id, Worktree, WorktreeError, BRANCH_PREFIX};
 
@@ -28,20 +28,42 @@ pub struct Recovered {
 pub fn recover(dir: &Path, which: &str, keep_worktree: bool) -> Result<Recovered, WorktreeError> {
     let mut wt = Worktree::left_behind(&worktree_named(dir, which)?)?;
     let scratch = tempfile::tempdir()?;
-    let how = match keep_worktree {
-        true => Disposition::CommitKeepDir,
-        false => Disposition::Commit,
+    let how = Disposition::Recover {
+        keep_dir: keep_worktree,
     };
     let message = format!(
         "wasm-agent: the work left by run {} (saved by `wasm-agent recover`: the run did not finish)",
         wt.branch.trim_start_matches(BRANCH_PREFIX)
     );
-    let settlement = settle(&mut wt, how, &message, scratch.path());
+    let settlement = match wt.is_committed() {
+        true => remove_remains(&mut wt, keep_worktree),
+        false => settle(&mut wt, how, &message, scratch.path()),
+    };
     Ok(Recovered {
         branch: wt.branch.clone(),
         worktree: wt.path.clone(),
         settlement,
     })
+}
+
+/// A worktree whose work was committed and whose removal was cut short:
+/// what is left is removed (it is no work: committing it would record the
+/// missing files as deleted), the branch kept as it is.
+fn remove_remains(wt: &mut Worktree, keep_worktree: bool) -> Settlement {
+    let mut problems = Vec::new();
+    if !keep_worktree {
+        if let Err(e) = wt.remove_dir() {
+            problems.push(e.to_string());
+        }
+    }
+    wt.settle();
+    Settlement {
+        work: WorkOutcome::NoChanges,
+        worktree_kept: wt.path.exists(),
+        branch_kept: true,
+        problems,
+        set_aside: Vec::new(),
+    }
 }
 
 /// The directory `which` names: a directory as it is (relative to
@@ -50,16 +72,19 @@ pub fn recover(dir: &Path, which: &str, keep_worktree: bool) -> Result<Recovered
 /// `.git` would be taken for the repository (a helper's find: `recover .`
 /// in a worktree committed the work into a repository the tool made).
 fn worktree_named(dir: &Path, which: &str) -> Result<PathBuf, WorktreeError> {
-    let named = dir.join(which);
-    if named.is_dir() {
-        return Ok(named);
-    }
     let dir = std::fs::canonicalize(dir)?;
-    if dir
+    let inside_a_task = dir
         .ancestors()
-        .any(|a| a.file_name() == Some(WORKTREES_DIR.as_ref()))
-    {
+        .any(|a| a.file_name() == Some(WORKTREES_DIR.as_ref()));
+    // A bare run id is a run's, never a name in the current directory: in
+    // a worktree, a tool's link by that name led to a tree it made.
+    let run_id = sanitize_id(which) == which;
+    if run_id && inside_a_task {
         return Err(WorktreeError::InsideATask(dir));
+    }
+    let named = dir.join(which);
+    if !run_id && named.is_dir() {
+        return Ok(named);
     }
     let repo = Worktree::repo_root(&dir)?;
     let path = repo.join(WORKTREES_DIR).join(sanitize_id(which));

@@ -40,7 +40,7 @@ pub fn check(repo: &Path) -> Result<()> {
         bail!(
             "{} is {what}: the harness writes its runs, worktrees and compile cache under the \
              repository's .cache and .worktrees, and a repository must not choose where; \
-             remove it (or give --out-dir / --worktrees-root elsewhere)",
+             remove it (or give --out-dir elsewhere for the runs)",
             path.display()
         );
     }

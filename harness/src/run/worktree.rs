@@ -38,6 +38,10 @@ pub enum WorktreeError {
 /// The branch of a task's worktree is `agent/<run-id>`.
 pub const BRANCH_PREFIX: &str = "agent/";
 
+/// The file in a task worktree's metadata dir that says its work is
+/// committed and what is left of the directory is being removed.
+const COMMITTED_FILE: &str = "wasm-agent.committed";
+
 /// The file in a task worktree's metadata dir that marks it as a task's:
 /// the process working in it (the run, or `recover`) holds an exclusive
 /// `flock` on it, released by the kernel when that process ends however
@@ -144,9 +148,18 @@ impl Worktree {
             .and_then(Path::parent)
             .ok_or_else(not_a_task)?
             .to_path_buf();
+        // A layout a tool made inside a worktree (`<wt>/.worktrees/x`,
+        // reached through its link) is no task's: its "repository" would
+        // be the worktree, and its `.git` the tool's.
+        let nested = repo
+            .ancestors()
+            .any(|a| a.file_name() == Some(WORKTREES_DIR.as_ref()));
+        if nested {
+            return Err(not_a_task());
+        }
         let (_, common) = Git::discover(&repo)?;
         let admin_dir = admin_dir_naming(&common, &path).ok_or_else(not_a_task)?;
-        let head = std::fs::read_to_string(admin_dir.join("HEAD"))?;
+        let head = read_small(&admin_dir.join("HEAD")).ok_or_else(not_a_task)?;
         let branch = head
             .trim()
             .strip_prefix("ref: refs/heads/")
@@ -173,6 +186,18 @@ impl Worktree {
             removed: true,
             _run_lock: Some(run_lock),
         })
+    }
+
+    /// Records that the work is committed, before the directory is
+    /// removed (best effort: without it, `recover` commits what is left).
+    pub fn mark_committed(&self) {
+        let _ = std::fs::write(self.admin_dir.join(COMMITTED_FILE), "");
+    }
+
+    /// Whether [`Worktree::mark_committed`] was recorded: the directory is
+    /// the remains of a removal cut short.
+    pub fn is_committed(&self) -> bool {
+        self.admin_dir.join(COMMITTED_FILE).is_file()
     }
 
     /// Git for this worktree: explicit GIT_DIR (the admin dir) and GIT_WORK_TREE.
@@ -301,7 +326,7 @@ fn admin_dir_of(path: &Path) -> Result<PathBuf, WorktreeError> {
 fn admin_dir_naming(common: &Path, path: &Path) -> Option<PathBuf> {
     let entries = std::fs::read_dir(common.join("worktrees")).ok()?;
     entries.flatten().map(|e| e.path()).find(|admin| {
-        std::fs::read_to_string(admin.join("gitdir")).is_ok_and(|gitdir| {
+        read_small(&admin.join("gitdir")).is_some_and(|gitdir| {
             let named = admin.join(gitdir.trim());
             named
                 .parent()
@@ -309,6 +334,20 @@ fn admin_dir_naming(common: &Path, path: &Path) -> Option<PathBuf> {
                 .is_some_and(|dir| dir == path)
         })
     })
+}
+
+/// The text of the regular file at `path` (no link followed), if it is
+/// one of at most 4 KiB: git's records in an admin dir are a line each.
+fn read_small(path: &Path) -> Option<String> {
+    use std::io::Read;
+    const MAX: u64 = 4096;
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MAX) {
+        return None;
+    }
+    let mut text = String::new();
+    let file = std::fs::File::open(path).ok()?;
+    file.take(MAX).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 /// Takes the exclusive lock of the worktree's `RUN_LOCK_FILE` (made if
@@ -350,11 +389,11 @@ fn lock_run(admin_dir: &Path, path: &Path) -> Result<std::fs::File, WorktreeErro
 /// `/proc`: only where it exists, and only the processes this user may
 /// look into.
 fn process_in(path: &Path) -> Option<(u32, String)> {
-    let me = std::process::id();
+    let mine = own_line();
     let inside = |link: PathBuf| std::fs::read_link(link).is_ok_and(|to| to.starts_with(path));
     let pids = std::fs::read_dir("/proc").ok()?.flatten();
     let pids = pids.filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
-    pids.filter(|&pid| pid != me).find_map(|pid| {
+    pids.filter(|pid| !mine.contains(pid)).find_map(|pid| {
         let proc_dir = PathBuf::from(format!("/proc/{pid}"));
         let open = || {
             let fds = std::fs::read_dir(proc_dir.join("fd")).into_iter().flatten();
@@ -363,6 +402,26 @@ fn process_in(path: &Path) -> Option<(u32, String)> {
         (inside(proc_dir.join("cwd")) || open())
             .then(|| (pid, process_name(pid).unwrap_or_default()))
     })
+}
+
+/// This process and its ancestors: the shell that started `recover` from
+/// inside the worktree is not working in it.
+fn own_line() -> Vec<u32> {
+    let mut line = vec![std::process::id()];
+    while let Some(parent) = line.last().and_then(|&pid| parent_of(pid)) {
+        if parent <= 1 || line.contains(&parent) || line.len() > 64 {
+            break;
+        }
+        line.push(parent);
+    }
+    line
+}
+
+/// The parent of `pid` (`/proc/PID/stat`, the field after the name's `)`).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn process_name(pid: u32) -> Option<String> {
