@@ -1052,6 +1052,114 @@ fn held_requests_do_not_run_once_stdout_is_closed() {
     }
 }
 
+/// `subscriptions/listen` requests, which the bound of 64 unanswered
+/// requests does not count (a listen stream stays open by design), cannot
+/// grow the server either: each one's handling runs before the next line
+/// is read, and past as many as may be open they count like any request
+/// (50,000 refused at once held 1 GB before they were answered; a
+/// helper's find).
+#[test]
+fn a_burst_of_listen_requests_does_not_grow_the_server() {
+    use std::io::{BufRead, BufReader, Write};
+    const LISTENS: usize = 20_000;
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
+    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
+    let pid = child.id();
+    let writer = std::thread::spawn(move || {
+        let mut burst = Vec::new();
+        for id in 1..=LISTENS {
+            let listen = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+                "params": {"notifications": {}}});
+            writeln!(burst, "{listen}").unwrap();
+        }
+        stdin.write_all(&burst).unwrap();
+        stdin
+    });
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let answered = |l: &String| l.contains("\"id\":") && !l.contains("\"id\":0");
+        out.lines()
+            .map_while(Result::ok)
+            .filter(answered)
+            .take(LISTENS)
+            .count()
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut peak = 0;
+    while !reader.is_finished() && Instant::now() < deadline {
+        peak = peak.max(rss_bytes(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let finished = reader.is_finished();
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(writer.join().unwrap());
+    assert!(finished, "not every listen request was answered in 120 s");
+    assert_eq!(reader.join().unwrap(), LISTENS);
+    assert!(
+        peak < 200 << 20,
+        "RSS {} MiB during {LISTENS} listen requests",
+        peak >> 20
+    );
+}
+
+/// Calls each cancelled right after it is sent, as fast as the pipe takes
+/// them: a call cancelled before it began never starts, so the server
+/// neither grows nor spends minutes of CPU on them (100,000 pairs of a
+/// computing tool held 2.7 GB and both cores for 4 minutes; a helper's
+/// find), and a call after them is answered at once.
+#[test]
+fn calls_cancelled_at_once_cost_nothing() {
+    use std::io::{BufRead, BufReader, Write};
+    const PAIRS: u64 = 20_000;
+    let wt = worktree();
+    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
+    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
+    let pid = child.id();
+    let writer = std::thread::spawn(move || {
+        let mut burst = Vec::new();
+        for id in 1..=PAIRS {
+            writeln!(burst, "{}", call_frame(id, "spin", json!({}))).unwrap();
+            let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": id}});
+            writeln!(burst, "{cancel}").unwrap();
+        }
+        writeln!(
+            burst,
+            "{}",
+            call_frame(PAIRS + 1, "read_file", json!({"path": "hello.txt"}))
+        )
+        .unwrap();
+        stdin.write_all(&burst).unwrap();
+        stdin
+    });
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let last = format!("\"id\":{}", PAIRS + 1);
+    let reader =
+        std::thread::spawn(move || out.lines().map_while(Result::ok).any(|l| l.contains(&last)));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut peak = 0;
+    while !reader.is_finished() && Instant::now() < deadline {
+        peak = peak.max(rss_bytes(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let finished = reader.is_finished();
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(writer.join().unwrap());
+    assert!(
+        finished,
+        "the call after the cancelled ones was not answered in 90 s"
+    );
+    assert!(reader.join().unwrap());
+    assert!(
+        peak < 250 << 20,
+        "RSS {} MiB during {PAIRS} cancelled calls",
+        peak >> 20
+    );
+}
+
 /// JSON-RPC ids must be unique among requests in flight: a second request
 /// with the id of one still running is refused, not run (both ran and one
 /// answer was lost, so the client never learnt of one write).

@@ -23,7 +23,10 @@ pub async fn unless_cancelled<T>(
     // Boxed so that it can be dropped (ending the call) before we log.
     let mut work = Box::pin(work);
     tokio::select! {
-        out = &mut work => Some(out),
+        // A request cancelled before its call began never starts it (half
+        // of 20,000 calls cancelled at once ran one epoch slice each,
+        // minutes of CPU in all; a helper's find).
+        biased;
         () = context.ct.cancelled() => {
             let noticed = Instant::now();
             drop(work);
@@ -38,5 +41,6 @@ pub async fn unless_cancelled<T>(
             );
             None
         }
+        out = &mut work => Some(out),
     }
 }

@@ -33,7 +33,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::stdio_reader::{Answer, Line, LineReader};
-use crate::unanswered::{Admission, Unanswered, MAX_UNANSWERED};
+use crate::unanswered::{is_listen, Admission, Unanswered, MAX_UNANSWERED};
 
 /// The server's stdin and stdout (non-blocking pipes where possible),
 /// stdout widened to `pipe_bytes` when it is a pipe (0: left as it is).
@@ -111,7 +111,8 @@ where
     /// Requests read at the bound of [`MAX_UNANSWERED`], in order: each
     /// waits for a place, and reading stops at [`MAX_HELD`] of them.
     held: VecDeque<RxJsonRpcMessage<RoleServer>>,
-    /// The last message handed over was a notification (see `receive`).
+    /// The last message handed over was a notification or a listen
+    /// request, which the bound does not hold back (see `receive`).
     notified: bool,
 }
 
@@ -183,6 +184,11 @@ where
         // answers does too (it was cut at the end's own deadline).
         if self.input_ended.is_some() {
             self.input_ended = Some(Instant::now() + self.longest_request);
+        }
+        // The place may have been freed by a write that found stdout closed.
+        if self.output_lost() {
+            self.held.clear();
+            return None;
         }
         self.held.pop_front()
     }
@@ -438,7 +444,11 @@ where
                     .retain(|m| !matches!(m, JsonRpcMessage::Request(r) if &r.id == id));
             }
             if let Some(message) = self.admitted(message) {
-                self.notified = matches!(message, JsonRpcMessage::Notification(_));
+                self.notified = match &message {
+                    JsonRpcMessage::Notification(_) => true,
+                    JsonRpcMessage::Request(r) => is_listen(r),
+                    _ => false,
+                };
                 return Some(message);
             }
         }

@@ -31,6 +31,13 @@ use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage, NumberOrStr
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use tokio::sync::Notify;
 
+use crate::subscriptions::MAX_SUBSCRIPTIONS;
+
+/// A `subscriptions/listen` request: a stream that stays open by design.
+pub fn is_listen(r: &rmcp::model::JsonRpcRequest<ClientRequest>) -> bool {
+    matches!(r.request, ClientRequest::SubscriptionsListenRequest(_))
+}
+
 /// Requests read and not yet answered, at most (as HTTP's
 /// `--max-in-flight` default).
 pub const MAX_UNANSWERED: usize = 64;
@@ -103,7 +110,12 @@ impl Unanswered {
                     Some(e) if !self.stale(e, now) => return Admission::Duplicate(r.id.clone()),
                     _ => {}
                 }
-                let counted = !matches!(r.request, ClientRequest::SubscriptionsListenRequest(_));
+                // A listen stream stays open by design and is not counted,
+                // up to as many as may be open; past that a listen request
+                // counts like any other (50,000 of them, each refused at
+                // once, held 1 GB unanswered; a helper's find).
+                let open_listens = || ids.values().filter(|e| !e.counted && !e.cancelled).count();
+                let counted = !is_listen(r) || open_listens() >= MAX_SUBSCRIPTIONS;
                 ids.insert(
                     r.id.clone(),
                     Entry {
