@@ -969,47 +969,11 @@ fn requests_held_at_the_bound_are_answered_after_the_input_ends() {
 /// notification's task before it reads on.
 #[test]
 fn a_burst_of_notifications_does_not_grow_the_server() {
-    use std::io::{BufRead, BufReader, Write};
-    let wt = worktree();
-    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
-    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
-    let pid = child.id();
-    let writer = std::thread::spawn(move || {
-        let line = b"{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n";
-        let chunk: Vec<u8> = line
-            .iter()
-            .copied()
-            .cycle()
-            .take(line.len() * 32_768)
-            .collect();
-        for _ in 0..16 {
-            stdin.write_all(&chunk).unwrap();
-        }
-        writeln!(
-            stdin,
-            "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}}"
-        )
-        .unwrap();
-        stdin
-    });
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        out.lines()
-            .map_while(Result::ok)
-            .any(|l| l.contains("\"id\":7"))
-    });
-    let mut peak = 0;
-    while !reader.is_finished() {
-        peak = peak.max(rss_bytes(pid));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(
-        reader.join().unwrap(),
-        "the ping after the burst was answered"
-    );
-    drop(writer.join().unwrap());
-    let _ = child.kill();
-    let _ = child.wait();
+    let line = "{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n";
+    let mut burst = line.repeat(524_288);
+    burst.push_str("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n");
+    let (answered, peak) = peak_rss_during(burst.into_bytes(), 1, "\"id\":7", &[]);
+    assert_eq!(answered, 1, "the ping after the burst was answered");
     assert!(
         peak < 200 << 20,
         "RSS {} MiB during 524,288 notifications",
@@ -1060,43 +1024,16 @@ fn held_requests_do_not_run_once_stdout_is_closed() {
 /// helper's find).
 #[test]
 fn a_burst_of_listen_requests_does_not_grow_the_server() {
-    use std::io::{BufRead, BufReader, Write};
     const LISTENS: usize = 20_000;
-    let wt = worktree();
-    let plugins = plugin_dir(&["plugins/workspace.wasm"]);
-    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
-    let pid = child.id();
-    let writer = std::thread::spawn(move || {
-        let mut burst = Vec::new();
-        for id in 1..=LISTENS {
+    let burst: String = (1..=LISTENS)
+        .map(|id| {
             let listen = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
                 "params": {"notifications": {}}});
-            writeln!(burst, "{listen}").unwrap();
-        }
-        stdin.write_all(&burst).unwrap();
-        stdin
-    });
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        let answered = |l: &String| l.contains("\"id\":") && !l.contains("\"id\":0");
-        out.lines()
-            .map_while(Result::ok)
-            .filter(answered)
-            .take(LISTENS)
-            .count()
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut peak = 0;
-    while !reader.is_finished() && Instant::now() < deadline {
-        peak = peak.max(rss_bytes(pid));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let finished = reader.is_finished();
-    let _ = child.kill();
-    let _ = child.wait();
-    drop(writer.join().unwrap());
-    assert!(finished, "not every listen request was answered in 120 s");
-    assert_eq!(reader.join().unwrap(), LISTENS);
+            format!("{listen}\n")
+        })
+        .collect();
+    let (answered, peak) = peak_rss_during(burst.into_bytes(), LISTENS, "\"id\":", &[]);
+    assert_eq!(answered, LISTENS, "every listen request is answered");
     assert!(
         peak < 200 << 20,
         "RSS {} MiB during {LISTENS} listen requests",
@@ -1111,53 +1048,68 @@ fn a_burst_of_listen_requests_does_not_grow_the_server() {
 /// find), and a call after them is answered at once.
 #[test]
 fn calls_cancelled_at_once_cost_nothing() {
-    use std::io::{BufRead, BufReader, Write};
     const PAIRS: u64 = 20_000;
-    let wt = worktree();
-    let plugins = plugin_dir(&["plugins/workspace.wasm", "test-plugins/hostile.wasm"]);
-    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
-    let pid = child.id();
-    let writer = std::thread::spawn(move || {
-        let mut burst = Vec::new();
-        for id in 1..=PAIRS {
-            writeln!(burst, "{}", call_frame(id, "spin", json!({}))).unwrap();
-            let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": id}});
-            writeln!(burst, "{cancel}").unwrap();
-        }
-        writeln!(
-            burst,
-            "{}",
-            call_frame(PAIRS + 1, "read_file", json!({"path": "hello.txt"}))
-        )
-        .unwrap();
-        stdin.write_all(&burst).unwrap();
-        stdin
-    });
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let last = format!("\"id\":{}", PAIRS + 1);
-    let reader =
-        std::thread::spawn(move || out.lines().map_while(Result::ok).any(|l| l.contains(&last)));
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut peak = 0;
-    while !reader.is_finished() && Instant::now() < deadline {
-        peak = peak.max(rss_bytes(pid));
-        std::thread::sleep(Duration::from_millis(20));
+    let mut burst = String::new();
+    for id in 1..=PAIRS {
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id}});
+        burst.push_str(&format!(
+            "{}\n{cancel}\n",
+            call_frame(id, "spin", json!({}))
+        ));
     }
-    let finished = reader.is_finished();
-    let _ = child.kill();
-    let _ = child.wait();
-    drop(writer.join().unwrap());
-    assert!(
-        finished,
-        "the call after the cancelled ones was not answered in 90 s"
+    let last = call_frame(PAIRS + 1, "read_file", json!({"path": "hello.txt"}));
+    burst.push_str(&format!("{last}\n"));
+    let plugins = ["test-plugins/hostile.wasm"];
+    let after = format!("\"id\":{}", PAIRS + 1);
+    let (answered, peak) = peak_rss_during(burst.into_bytes(), 1, &after, &plugins);
+    assert_eq!(
+        answered, 1,
+        "the call after the cancelled ones was answered"
     );
-    assert!(reader.join().unwrap());
     assert!(
         peak < 250 << 20,
         "RSS {} MiB during {PAIRS} cancelled calls",
         peak >> 20
     );
+}
+
+/// Writes `burst` to a server (the workspace plugin and `plugins`) as fast
+/// as its stdin takes it, reads its answers, and samples its RSS until
+/// `answers` lines holding `marker` (the handshake's aside) came or 120 s
+/// passed. Returns those counted and the peak RSS.
+fn peak_rss_during(burst: Vec<u8>, answers: usize, marker: &str, plugins: &[&str]) -> (usize, u64) {
+    use std::io::{BufRead, BufReader, Write};
+    let wt = worktree();
+    let mut all = vec!["plugins/workspace.wasm"];
+    all.extend(plugins);
+    let plugins = plugin_dir(&all);
+    let (mut child, mut stdin) = spawn_initialized(wt.path(), plugins.path());
+    let pid = child.id();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(&burst).unwrap();
+        stdin
+    });
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let marker = marker.to_string();
+    let counts = move |l: &String| l.contains(&marker) && !l.contains("\"id\":0,");
+    let reader = std::thread::spawn(move || {
+        out.lines()
+            .map_while(Result::ok)
+            .filter(counts)
+            .take(answers)
+            .count()
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut peak = 0;
+    while !reader.is_finished() && Instant::now() < deadline {
+        peak = peak.max(rss_bytes(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(writer.join().unwrap());
+    (reader.join().unwrap(), peak)
 }
 
 /// JSON-RPC ids must be unique among requests in flight: a second request
