@@ -185,7 +185,8 @@ where
         if self.input_ended.is_some() {
             self.input_ended = Some(Instant::now() + self.longest_request);
         }
-        // The place may have been freed by a write that found stdout closed.
+        // Not run once nobody can read their answers (the place may have
+        // been freed by the very write that found stdout closed).
         if self.output_lost() {
             self.held.clear();
             return None;
@@ -379,10 +380,6 @@ where
             // it grow). After each notification, its task runs first.
             if std::mem::take(&mut self.notified) {
                 tokio::task::yield_now().await;
-            }
-            // Held requests are not run once nobody can read their answers.
-            if !self.held.is_empty() && self.output_lost() {
-                self.held.clear();
             }
             if let Some(message) = self.held_next().await {
                 match self.admitted(message) {

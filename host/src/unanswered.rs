@@ -2,9 +2,10 @@
 //! rules hang on this one record:
 //!
 //! - **Back-pressure.** At most [`MAX_UNANSWERED`] at once; past it the
-//!   transport holds the next request it reads and reads nothing more
-//!   until one is answered (notifications before that request are still
-//!   read: a client at the bound can cancel), so a client that
+//!   transport holds the requests it reads and stops reading once
+//!   `stdio::MAX_HELD` of them wait for one to be answered (notifications
+//!   are still read until then: a client at the bound can cancel), so a
+//!   client that
 //!   pipelines requests, or stops reading the answers, makes itself wait
 //!   instead of growing the server's memory (40,000 pipelined calls held
 //!   ~1.2 GB before; a frame each, unread, up to the output caps).
