@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use crate::run::keep::{settle, Disposition, Settlement, WorkOutcome};
 use crate::run::repo_dirs::WORKTREES_DIR;
-use crate::run::worktree::{sanitize_id, Worktree, WorktreeError, BRANCH_PREFIX};
+use crate::run::worktree::{
+    in_a_task_worktree, sanitize_id, Worktree, WorktreeError, BRANCH_PREFIX,
+};
 
 /// What [`recover`] did.
 #[derive(Debug)]
@@ -73,13 +75,10 @@ fn remove_remains(wt: &mut Worktree, keep_worktree: bool) -> Settlement {
 /// in a worktree committed the work into a repository the tool made).
 fn worktree_named(dir: &Path, which: &str) -> Result<PathBuf, WorktreeError> {
     let dir = std::fs::canonicalize(dir)?;
-    let inside_a_task = dir
-        .ancestors()
-        .any(|a| a.file_name() == Some(WORKTREES_DIR.as_ref()));
     // A bare run id is a run's, never a name in the current directory: in
     // a worktree, a tool's link by that name led to a tree it made.
     let run_id = sanitize_id(which) == which;
-    if run_id && inside_a_task {
+    if run_id && in_a_task_worktree(&dir) {
         return Err(WorktreeError::InsideATask(dir));
     }
     let named = dir.join(which);

@@ -151,10 +151,7 @@ impl Worktree {
         // A layout a tool made inside a worktree (`<wt>/.worktrees/x`,
         // reached through its link) is no task's: its "repository" would
         // be the worktree, and its `.git` the tool's.
-        let nested = repo
-            .ancestors()
-            .any(|a| a.file_name() == Some(WORKTREES_DIR.as_ref()));
-        if nested {
+        if in_a_task_worktree(&repo) {
             return Err(not_a_task());
         }
         let (_, common) = Git::discover(&repo)?;
@@ -317,6 +314,14 @@ fn admin_dir_of(path: &Path) -> Result<PathBuf, WorktreeError> {
             )))
         })?;
     Ok(std::fs::canonicalize(path.join(dir))?)
+}
+
+/// Whether `dir` (resolved) is in a task's worktree, or is the
+/// `.worktrees` dir holding them: a `.git` found from there may be a
+/// tool's.
+pub fn in_a_task_worktree(dir: &Path) -> bool {
+    dir.ancestors()
+        .any(|a| a.file_name() == Some(WORKTREES_DIR.as_ref()))
 }
 
 /// The admin dir under `<common>/worktrees` whose `gitdir` names
