@@ -633,6 +633,40 @@ fn the_work_of_a_killed_run_is_recovered_on_its_branch() {
     let admin = repo.join(".git/worktrees").join(&run_id);
     std::fs::write(admin.join("wasm-agent.committed"), "").unwrap();
     std::fs::remove_file(wt.join("NOTES.md")).unwrap();
+    // Kept, the remains are a kept worktree like any other: a `.git` a
+    // tool wrote below its root is set aside (a `git status` there would
+    // run its config), its index follows the branch, nothing is committed.
+    let tool_git = wt.join("sub/.git");
+    std::fs::create_dir_all(&tool_git).unwrap();
+    std::fs::write(
+        tool_git.join("config"),
+        "[core]\n\tfsmonitor = touch pwned\n",
+    )
+    .unwrap();
+    let kept_remains = Command::new(agent_bin())
+        .args(["recover", "--keep-worktree", &run_id])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&kept_remains.stderr).into_owned();
+    assert_eq!(kept_remains.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&kept) && err.contains("set aside in it: sub/"),
+        "{err}"
+    );
+    assert!(
+        !tool_git.exists(),
+        "the tool's .git is still in the kept remains"
+    );
+    let status = git(&wt, &["status", "--porcelain"]);
+    let status: Vec<&str> = status.lines().collect();
+    assert_eq!(
+        status,
+        [" D NOTES.md", "?? sub/"],
+        "the index follows the branch"
+    );
+    let notes = git(&repo, &["show", &format!("{branch}:NOTES.md")]);
+    assert_eq!(notes, "written before Ctrl-C\n");
     let (code, err) = recover_in(&repo, &run_id);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains(&kept), "{err}");

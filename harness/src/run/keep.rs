@@ -80,8 +80,13 @@ pub struct Settlement {
 /// Never panics and never aborts half-way: problems are collected.
 pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path) -> Settlement {
     let mut problems = Vec::new();
+    // The remains of a removal cut short after the work was committed
+    // (`recover`): nothing to commit again (it would record the missing
+    // files as deleted), and the branch holds the commit.
+    let remains = wt.is_committed();
     let work = match how {
         Disposition::Discard => WorkOutcome::Discarded,
+        _ if remains => WorkOutcome::NoChanges,
         _ => match commit_all(wt, message, scratch) {
             Ok(Some(c)) => WorkOutcome::Committed(c),
             Ok(None) => WorkOutcome::NoChanges,
@@ -96,6 +101,7 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
     ) || matches!(&work, WorkOutcome::NotSaved { .. })
         || matches!(&work, WorkOutcome::Committed(c) if c.files_left_out);
     let keep_branch = keep_dir
+        || remains
         || matches!(work, WorkOutcome::Committed(_))
         || matches!(how, Disposition::Recover { .. });
     let mut worktree_kept = keep_dir;
@@ -105,9 +111,14 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
             problems.push(format!("restore .git: {e}"));
         }
         set_aside = set_aside_git_dirs(&wt.path);
-        // The kept checkout's index follows the branch to the new commit.
-        if let WorkOutcome::Committed(c) = &work {
-            if let Err(e) = wt.git().run(&["read-tree", &c.commit]) {
+        // The kept checkout's index follows the branch to its commit.
+        let commit = match &work {
+            WorkOutcome::Committed(c) => Some(c.commit.clone()),
+            _ if remains => Some(format!("refs/heads/{}", wt.branch)),
+            _ => None,
+        };
+        if let Some(commit) = commit {
+            if let Err(e) = wt.git().run(&["read-tree", &commit]) {
                 problems.push(format!("update index: {e}"));
             }
         }

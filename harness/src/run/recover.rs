@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::run::keep::{settle, Disposition, Settlement, WorkOutcome};
+use crate::run::keep::{settle, Disposition, Settlement};
 use crate::run::repo_dirs::WORKTREES_DIR;
 use crate::run::worktree::{
     in_a_task_worktree, sanitize_id, Worktree, WorktreeError, BRANCH_PREFIX,
@@ -37,35 +37,12 @@ pub fn recover(dir: &Path, which: &str, keep_worktree: bool) -> Result<Recovered
         "wasm-agent: the work left by run {} (saved by `wasm-agent recover`: the run did not finish)",
         wt.branch.trim_start_matches(BRANCH_PREFIX)
     );
-    let settlement = match wt.is_committed() {
-        true => remove_remains(&mut wt, keep_worktree),
-        false => settle(&mut wt, how, &message, scratch.path()),
-    };
+    let settlement = settle(&mut wt, how, &message, scratch.path());
     Ok(Recovered {
         branch: wt.branch.clone(),
         worktree: wt.path.clone(),
         settlement,
     })
-}
-
-/// A worktree whose work was committed and whose removal was cut short:
-/// what is left is removed (it is no work: committing it would record the
-/// missing files as deleted), the branch kept as it is.
-fn remove_remains(wt: &mut Worktree, keep_worktree: bool) -> Settlement {
-    let mut problems = Vec::new();
-    if !keep_worktree {
-        if let Err(e) = wt.remove_dir() {
-            problems.push(e.to_string());
-        }
-    }
-    wt.settle();
-    Settlement {
-        work: WorkOutcome::NoChanges,
-        worktree_kept: wt.path.exists(),
-        branch_kept: true,
-        problems,
-        set_aside: Vec::new(),
-    }
 }
 
 /// The directory `which` names: a directory as it is (relative to
