@@ -1320,6 +1320,42 @@ async fn sessions_are_bounded() {
     assert_eq!(r.status(), 200);
 }
 
+/// A body with a `Content-Encoding` is 415 (it was parsed as it came,
+/// a gzip body as JSON text), and an MCP header sent twice is 400 (rmcp
+/// read the first, a proxy in front may read the last); `identity` and
+/// one of each are served.
+#[tokio::test]
+async fn encoded_bodies_and_doubled_mcp_headers_are_refused() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &[]);
+    let c = client();
+    let with = |name: &'static str, value: &'static str| {
+        post(&c, &s.url, &list_body())
+            .bearer_auth(TOKEN)
+            .header(name, value)
+    };
+    for encoding in ["gzip", "br, identity", "deflate"] {
+        let r = with("Content-Encoding", encoding).send().await.unwrap();
+        assert_eq!(r.status(), 415, "Content-Encoding: {encoding}");
+        let text = r.text().await.unwrap();
+        assert!(text.contains("Content-Encoding"), "{text}");
+    }
+    let r = with("Content-Encoding", "identity").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    for doubled in ["MCP-Protocol-Version", "Mcp-Method"] {
+        let value = match doubled {
+            "Mcp-Method" => "tools/list",
+            _ => "2025-11-25",
+        };
+        let r = with(doubled, value).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{doubled} twice");
+        let text = r.text().await.unwrap();
+        assert!(text.contains("must be one header"), "{text}");
+    }
+    let r = post_authed(&c, &s.url, &list_body()).await;
+    assert_eq!(r.status(), 200);
+}
+
 /// In a 2025-11-25 session, a request reusing the id of one still running
 /// is refused (400, -32600) and not run: rmcp's session answered only one
 /// of the two, and the other's stream waited forever holding its slot.

@@ -281,6 +281,9 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         Ok(v) => v,
         Err(e) => return unauthorized(&gate, &e),
     };
+    if let Some(refused) = headers_refused(req.headers()) {
+        return refused;
+    }
     let mark = req.extensions().get::<listener::ServingMark>().cloned();
     let (req, requested, heavy) = match read_body(&gate, req).await {
         Ok(read) => read,
@@ -448,6 +451,33 @@ fn session_named(headers: &axum::http::HeaderMap) -> Result<Option<String>, &'st
         return Err("Bad Request: Mcp-Session-Id must be one header of visible ASCII");
     }
     Ok(id.to_str().ok().map(str::to_owned))
+}
+
+/// MCP's own headers other than the session's, each of which a request
+/// may send once.
+const ONCE_HEADERS: [&str; 3] = ["mcp-protocol-version", "mcp-method", "mcp-name"];
+
+/// A request whose headers the server does not take: one of
+/// [`ONCE_HEADERS`] sent twice is 400 (rmcp reads the first, a proxy in
+/// front may have read the last), and a body with a `Content-Encoding`
+/// other than `identity` is 415 (it is read as it comes: a gzip body was
+/// parsed as JSON text).
+fn headers_refused(headers: &axum::http::HeaderMap) -> Option<Response> {
+    if let Some(name) = ONCE_HEADERS
+        .iter()
+        .find(|name| headers.get_all(**name).iter().nth(1).is_some())
+    {
+        let why = format!("Bad Request: {name} must be one header");
+        return Some((StatusCode::BAD_REQUEST, why).into_response());
+    }
+    let encoded = headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    encoded.then(|| {
+        let why = "Unsupported Media Type: no Content-Encoding is taken; send the body as it is";
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, why).into_response()
+    })
 }
 
 /// The session id a response names.
