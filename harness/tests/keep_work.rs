@@ -1092,3 +1092,66 @@ fn the_exit_hook_puts_git_s_own_dot_git_back() {
     keeper();
     assert_eq!(std::fs::read_to_string(wt.path.join(".git")).unwrap(), ours);
 }
+
+/// In a sparse checkout, a tool's edit of a tracked file outside the
+/// sparse patterns is committed with the rest: `add -u` passes over such
+/// paths, and the edit was neither committed nor listed, then removed
+/// with the worktree (a helper's find). The files outside the patterns
+/// that the run never had stay as they were, not deleted.
+#[tokio::test]
+async fn edits_outside_a_sparse_checkout_are_committed() {
+    let env = Env::new();
+    let repo = env.repo();
+    for (path, text) in [
+        ("src/lib.rs", "fn a() {}\n"),
+        ("docs/guide.md", "# Guide\n"),
+        ("docs/other.md", "# Other\n"),
+    ] {
+        std::fs::create_dir_all(repo.join(path).parent().unwrap()).unwrap();
+        std::fs::write(repo.join(path), text).unwrap();
+    }
+    git_ok(&repo, &["add", "-A"]);
+    git_ok(&repo, &["commit", "-qm", "src and docs"]);
+    git_ok(&repo, &["sparse-checkout", "set", "--cone", "src"]);
+    let act = |wt: &Path| {
+        let sparse = !wt.join("docs/other.md").exists();
+        std::fs::write(wt.join("src/was_sparse"), sparse.to_string()).unwrap();
+        std::fs::create_dir_all(wt.join("docs")).unwrap();
+        std::fs::write(wt.join("docs/guide.md"), "# Guide, edited by a tool\n").unwrap();
+        std::fs::write(wt.join("docs/new.md"), "new\n").unwrap();
+        std::fs::write(wt.join("src/lib.rs"), "fn b() {}\n").unwrap();
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let branch = &report.branch;
+    let shown = |path: &str| git_ok(&repo, &["show", &format!("{branch}:{path}")]);
+    assert_eq!(
+        shown("src/was_sparse"),
+        "true",
+        "the worktree was not sparse"
+    );
+    let files = git_ok(
+        &repo,
+        &["diff", "--name-status", &format!("HEAD...{branch}")],
+    );
+    assert_eq!(
+        files,
+        "M\tdocs/guide.md\nA\tdocs/new.md\nM\tsrc/lib.rs\nA\tsrc/was_sparse"
+    );
+    assert_eq!(shown("docs/guide.md"), "# Guide, edited by a tool");
+    assert_eq!(shown("docs/other.md"), "# Other");
+    assert!(c.skipped.is_empty() && !c.files_left_out, "{:?}", c.skipped);
+    assert!(!report.worktree.exists());
+    // Kept, the worktree stays a sparse checkout: the files outside the
+    // patterns it never had are not shown as deleted (`read-tree` of the
+    // commit cleared their skip-worktree mark: `git commit -a` there
+    // would have deleted them), and the edit outside them is clean.
+    let report = env.run(act, |o| o.keep_worktree = true).await;
+    assert!(report.ok(), "{:?}", report.error);
+    committed(&report);
+    let status = git_ok(&report.worktree, &["status", "--porcelain"]);
+    assert_eq!(status, "", "a kept sparse worktree shows changes");
+    let marks = git_ok(&report.worktree, &["ls-files", "-t", "docs"]);
+    assert_eq!(marks, "H docs/guide.md\nH docs/new.md\nS docs/other.md");
+}

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::run::stage::{set_aside_git_dirs, stage_all};
+use crate::run::stage::{mark_absent_in_sparse_checkout, set_aside_git_dirs, stage_all};
 use crate::run::worktree::{Worktree, WorktreeError};
 
 /// What happens to the work at the end of a run.
@@ -118,7 +118,9 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
             _ => None,
         };
         if let Some(commit) = commit {
-            if let Err(e) = wt.git().run(&["read-tree", &commit]) {
+            let updated = wt.git().run(&["read-tree", &commit]).map(|_| ());
+            let marked = updated.and_then(|()| mark_absent_in_sparse_checkout(&wt.git(), scratch));
+            if let Err(e) = marked {
                 problems.push(format!("update index: {e}"));
             }
         }

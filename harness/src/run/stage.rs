@@ -96,6 +96,8 @@ pub fn stage_all(
         }
         skipped.push(format!("some files could not be added: {}", first_line(&e)));
     }
+    let outside = edits_outside_sparse_patterns(&g, work_tree)?;
+    add_files(&g, work_tree, &outside, scratch, &mut skipped)?;
     let untracked = nested.untracked_files(&g, &mut skipped)?;
     // Ignored = ignored by the base's rules AND by the rules as the run left
     // them: a tool's rules can un-ignore (commit more), never hide work.
@@ -118,6 +120,72 @@ pub fn stage_all(
     nested.report_submodule_paths(&mut skipped);
     nested.restore();
     Ok(skipped)
+}
+
+/// In a sparse checkout, the tracked files outside its patterns that are
+/// in the worktree and differ from the base: `add -u` passes over paths
+/// outside the patterns, so a tool's edit of one was neither committed nor
+/// listed, and went with the worktree (a helper's find). Those absent are
+/// not checked out, not deleted: they stay as in the base. A directory
+/// (a submodule's path) is left to [`NestedRepos`].
+fn edits_outside_sparse_patterns(g: &Git, work_tree: &Path) -> Result<Vec<GitPath>, GitError> {
+    if !sparse_checkout(g) {
+        return Ok(Vec::new());
+    }
+    let present = |p: &&[u8]| {
+        std::fs::symlink_metadata(work_tree.join(OsStr::from_bytes(p))).is_ok_and(|m| !m.is_dir())
+    };
+    let changed = index_differs(g, "MT")?;
+    Ok(changed
+        .into_iter()
+        .filter(|p| present(&p.as_slice()))
+        .collect())
+}
+
+/// In a kept sparse checkout whose index was just read from a commit: its
+/// tracked files not in the worktree (outside the patterns: what a run
+/// deleted is not in its commit) are marked skip-worktree again, as git's
+/// checkout left them. `read-tree` clears the mark, and `git status` there
+/// then showed every file outside the patterns as deleted, which a plain
+/// `git commit -a` would have committed.
+pub fn mark_absent_in_sparse_checkout(g: &Git, scratch: &Path) -> Result<(), GitError> {
+    if !sparse_checkout(g) {
+        return Ok(());
+    }
+    let absent = index_differs(g, "D")?;
+    if absent.is_empty() {
+        return Ok(());
+    }
+    let list = write_list(scratch, "absent", &absent)?;
+    let args = ["update-index", "--skip-worktree", "-z", "--stdin"];
+    let out = g.run_raw(&args, Some(&list.0))?;
+    match out.code {
+        0 => Ok(()),
+        _ => Err(GitError {
+            args: args.join(" "),
+            message: out.stderr,
+        }),
+    }
+}
+
+fn sparse_checkout(g: &Git) -> bool {
+    g.run(&["config", "--bool", "core.sparseCheckout"])
+        .is_ok_and(|v| v == "true")
+}
+
+/// The tracked paths whose worktree side differs from the index as
+/// `filter` (`git diff-files --diff-filter`) says.
+fn index_differs(g: &Git, filter: &str) -> Result<Vec<GitPath>, GitError> {
+    let filter = format!("--diff-filter={filter}");
+    let args = ["diff-files", "-z", "--name-only", &filter];
+    let out = g.run_raw(&args, None)?;
+    if out.code != 0 {
+        return Err(GitError {
+            args: args.join(" "),
+            message: out.stderr,
+        });
+    }
+    Ok(out.records().map(<[u8]>::to_vec).collect())
 }
 
 /// Whether the new file `p` is the `HEAD` of a directory git would take
