@@ -27,12 +27,36 @@ pub enum WorktreeError {
     NotATask(PathBuf),
     #[error("{0} is inside a task's worktree, whose .git a tool may have written: name the run from the repository, or give the worktree's directory")]
     InsideATask(PathBuf),
+    #[error("the branch {branch} of {path} is gone (deleted?); the run's work is still in that directory: make the branch again at the commit the run started from ({}), then run recover again", remake(branch, started_at.as_deref()))]
+    BranchGone {
+        path: PathBuf,
+        branch: String,
+        /// From the worktree's own reflog, when git kept one.
+        started_at: Option<String>,
+    },
     #[error("{name} (pid {pid}) is still working in {path}: stop it first (a run commits its work when it stops; a server of a killed run ends with its last call)")]
     InUse {
         path: PathBuf,
         pid: u32,
         name: String,
     },
+}
+
+/// How to make `branch` again at `started_at`, for [`WorktreeError::BranchGone`].
+fn remake(branch: &str, started_at: Option<&str>) -> String {
+    match started_at {
+        Some(commit) => format!("`git branch {branch} {commit}` in the repository"),
+        None => "git kept no reflog of it".to_string(),
+    }
+}
+
+/// The commit a worktree's `HEAD` first pointed to, from its reflog in
+/// `admin_dir` (`logs/HEAD`, first line: `<old> <new> …`), if git kept one.
+fn started_at(admin_dir: &Path) -> Option<String> {
+    let log = read_small(&admin_dir.join("logs/HEAD"))?;
+    let commit = log.lines().next()?.split(' ').nth(1)?;
+    let hex = matches!(commit.len(), 40 | 64) && commit.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| commit.to_string())
 }
 
 /// The branch of a task's worktree is `agent/<run-id>`.
@@ -170,7 +194,13 @@ impl Worktree {
         if let Some((pid, name)) = process_in(&path) {
             return Err(WorktreeError::InUse { path, pid, name });
         }
-        let commit = Git::resolve_commit(&repo, &format!("refs/heads/{branch}"))?;
+        let commit = Git::resolve_commit(&repo, &format!("refs/heads/{branch}")).map_err(|_| {
+            WorktreeError::BranchGone {
+                path: path.clone(),
+                branch: branch.clone(),
+                started_at: started_at(&admin_dir),
+            }
+        })?;
         let git = Git::repo(&common).neutralizing_filters_of(&commit);
         Ok(Self {
             repo,
@@ -473,6 +503,34 @@ pub(crate) mod tests {
         assert!(!wt.path.exists());
         assert!(git(&["branch", "--list", "agent/*"]).unwrap().is_empty());
         assert!(!git(&["worktree", "list"]).unwrap().contains("t-1"));
+    }
+
+    /// `recover` on a worktree whose branch was deleted says so, and how to
+    /// make it again at the commit the run started from; made again, the
+    /// work is recovered.
+    #[test]
+    fn a_deleted_branch_is_named_with_how_to_make_it_again() {
+        let d = tempfile::tempdir().unwrap();
+        init_repo(d.path());
+        let mut wt =
+            Worktree::create(d.path(), &d.path().join(".worktrees"), "gone", "HEAD").unwrap();
+        let start = wt.base_commit.clone();
+        std::fs::write(wt.path.join("NOTES.md"), "work\n").unwrap();
+        let path = wt.path.clone();
+        wt.keep();
+        drop(wt);
+        let git = |args: &[&str]| Git::repo(&d.path().join(".git")).run(args).unwrap();
+        git(&["update-ref", "-d", "refs/heads/agent/gone"]);
+        let e = Worktree::left_behind(&path).unwrap_err().to_string();
+        let how = format!("`git branch agent/gone {start}` in the repository");
+        assert!(
+            e.contains("the branch agent/gone of") && e.contains(&how),
+            "{e}"
+        );
+        assert!(path.join("NOTES.md").exists());
+        git(&["branch", "agent/gone", &start]);
+        let found = Worktree::left_behind(&path).unwrap();
+        assert_eq!(found.base_commit, start);
     }
 
     #[test]
