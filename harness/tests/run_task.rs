@@ -388,6 +388,31 @@ async fn openai_error_body_with_multibyte_text_is_reported_not_a_panic() {
     }
 }
 
+/// A reply whose text holds a lone UTF-16 surrogate escape (a model's text
+/// cut inside an emoji's pair) is read with U+FFFD in its place, as a lossy
+/// decoder does; it failed the whole round.
+#[tokio::test]
+async fn openai_reply_with_a_lone_surrogate_is_read() {
+    use wasm_mcp_harness::provider::{ChatMessage, ChatProvider, ChatRequest};
+    let reply = r#"{"choices":[{"message":{"role":"assistant","content":"cut \ud83d here, whole \ud83d\ude00"}}]}"#;
+    let base = http_once("200 OK", reply.to_string()).await;
+    let p = OpenAiProvider::new(&base, None, "m").unwrap();
+    let msgs = [ChatMessage::user("hi")];
+    let catalog = Arc::new(wasm_mcp_harness::tools::catalog::CatalogSnapshot::default());
+    let m = p
+        .complete(ChatRequest {
+            messages: &msgs,
+            tools: &[],
+            names: &*catalog,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        m.content.as_deref(),
+        Some("cut \u{fffd} here, whole \u{1f600}")
+    );
+}
+
 /// A provider that answers with a redirect does not get the conversation
 /// re-sent to where it points (another origin): the 3xx is the request's
 /// error, as for the MCP HTTP client. It was followed.

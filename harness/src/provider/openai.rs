@@ -155,6 +155,7 @@ impl ChatProvider for OpenAiProvider {
                     "the reply holds more than {MAX_REPLY_JSON_VALUES} JSON values ({values}); it was not read"
                 )));
             }
+            let text = lone_surrogates_replaced(text);
             let v: Value =
                 serde_json::from_str(&text).map_err(|e| ProviderError::Malformed(e.to_string()))?;
             let msg = v
@@ -179,11 +180,81 @@ impl ChatProvider for OpenAiProvider {
 /// Gives each tool call the provider sent without an id one of its own
 /// (`call_wasm_agent_<n>`, unique in the run): a result is matched to its
 /// call by id, and a reply of calls with no ids failed the run.
+/// `text` (a JSON reply) with each `\\u` escape of a lone UTF-16
+/// surrogate replaced by `\\ufffd` (the same length), as a lossy UTF-8
+/// decoder does: such an escape is valid JSON text that `serde_json` (and
+/// Rust strings) cannot hold, and one in a reply failed the whole round
+/// (a model's text cut inside an emoji's pair).
+fn lone_surrogates_replaced(text: String) -> String {
+    let mut bytes = text.into_bytes();
+    let (mut i, mut in_string) = (0, false);
+    while i < bytes.len() {
+        match (in_string, bytes[i]) {
+            (_, b'"') => in_string = !in_string,
+            (true, b'\\') if bytes.get(i + 1) == Some(&b'u') => {
+                let unit = |at: usize| {
+                    let hex = std::str::from_utf8(bytes.get(at + 2..at + 6)?).ok()?;
+                    u16::from_str_radix(hex, 16).ok()
+                };
+                let paired = |at: usize| {
+                    bytes.get(at..at + 2) == Some(b"\\u".as_slice())
+                        && unit(at).is_some_and(|u| (0xDC00..0xE000).contains(&u))
+                };
+                match unit(i) {
+                    Some(0xD800..=0xDBFF) if paired(i + 6) => i += 11,
+                    Some(0xD800..=0xDFFF) => {
+                        bytes[i + 2..i + 6].copy_from_slice(b"fffd");
+                        i += 5;
+                    }
+                    Some(_) => i += 5,
+                    // Not an escape JSON has: the parse refuses the text.
+                    None => i += 1,
+                }
+            }
+            (true, b'\\') => i += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    // Only ASCII hex digits were written over ASCII hex digits.
+    String::from_utf8(bytes).expect("ASCII replaced by ASCII")
+}
+
 fn name_calls(m: &mut ChatMessage, counter: &std::sync::atomic::AtomicU64) {
     for call in m.tool_calls.iter_mut().flatten() {
         if call.id.is_empty() {
             let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             call.id = format!("call_wasm_agent_{n}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lone_surrogates_replaced;
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let cases = [
+            (r#"{"a":"x\ud83d"}"#, "x\u{fffd}"),
+            (r#"{"a":"\ude00y"}"#, "\u{fffd}y"),
+            (r#"{"a":"\ud83d\ude00"}"#, "\u{1f600}"),
+            (r#"{"a":"\ud83d\ud83d\ude00"}"#, "\u{fffd}\u{1f600}"),
+            (r#"{"a":"\\ud83d"}"#, "\\ud83d"),
+            (r#"{"a":"\"\ud800"}"#, "\"\u{fffd}"),
+            (r#"{"a":"\u00e9\ud800"}"#, "\u{e9}\u{fffd}"),
+            (r#"{"a":"\ud83d\u0041"}"#, "\u{fffd}A"),
+            (r#"{"a":"\ud83"}"#, "invalid"),
+        ];
+        for (reply, expected) in cases {
+            let fixed = lone_surrogates_replaced(reply.to_string());
+            match serde_json::from_str::<serde_json::Value>(&fixed) {
+                Ok(v) => assert_eq!(v["a"], expected, "{reply} -> {fixed}"),
+                Err(_) => assert_eq!(expected, "invalid", "{reply} -> {fixed}"),
+            }
+        }
+        // Keys are strings too.
+        let text = r#"{"k\ud800":1}"#.to_string();
+        assert_eq!(lone_surrogates_replaced(text), r#"{"k\ufffd":1}"#);
     }
 }
