@@ -1063,6 +1063,89 @@ async fn a_bare_repository_layout_is_no_repository_to_the_user() {
     }
 }
 
+/// A directory with a `HEAD` and a `commondir` file is a repository to git
+/// too: it takes `objects/` and `refs/` from the directory `commondir`
+/// names, and `core.worktree` from its `config.worktree`. Written by a tool
+/// (`src/HEAD`, `src/commondir` naming `../lib/fake`, the config there),
+/// it was neither left out nor set aside, and the user's `git status` in
+/// `src/` ran the tool's `core.fsmonitor` (a helper's find).
+#[tokio::test]
+async fn a_commondir_layout_is_no_repository_to_the_user() {
+    for keep in [false, true] {
+        let env = Env::new();
+        let repo = env.repo();
+        std::fs::create_dir(repo.join("src")).unwrap();
+        std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
+        commit_all(&repo, &["src/a.rs"]);
+        let (script, marker) = env.marker();
+        let act = move |wt: &Path| {
+            let common = wt.join("lib/fake");
+            plant_poisoned_git_dir(&common, &script);
+            std::fs::remove_file(common.join("HEAD")).unwrap();
+            let config = common.join("config");
+            let text = std::fs::read_to_string(&config)
+                .unwrap()
+                .replace("repositoryformatversion = 0", "repositoryformatversion = 1");
+            std::fs::write(&config, text + "[extensions]\n\tworktreeConfig = true\n").unwrap();
+            let src = wt.join("src");
+            std::fs::write(src.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+            std::fs::write(src.join("commondir"), "../lib/fake\n").unwrap();
+            std::fs::write(
+                src.join("config.worktree"),
+                "[core]\n\tworktree = ..\n\tbare = false\n",
+            )
+            .unwrap();
+        };
+        let report = env.run(act, |o| o.keep_worktree = keep).await;
+        assert!(report.ok(), "{:?}", report.error);
+        let c = committed(&report);
+        let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &c.commit]);
+        assert!(!files.lines().any(|l| l == "src/HEAD"), "{files}");
+        assert!(files.lines().any(|l| l == "src/commondir"), "{files}");
+        let out = env.dir.path().join("checkout");
+        git_ok(
+            &repo,
+            &["worktree", "add", "-q", out.to_str().unwrap(), &c.commit],
+        );
+        let _ = user_git(&out.join("src"), &["status", "--short"]);
+        if keep {
+            let _ = user_git(&report.worktree.join("src"), &["status", "--short"]);
+            assert!(!report.worktree.join("src/HEAD").exists());
+        }
+        assert!(
+            !marker.exists(),
+            "keep {keep}: the tool's commondir layout ran for the user: {}",
+            std::fs::read_to_string(&marker).unwrap()
+        );
+    }
+}
+
+/// A tool's directory named like one the harness sets a `.git` aside
+/// under is searched like any other: a `.git` in
+/// `.git-aside-wasm-agent-app/proj/` was left in a kept worktree, and the
+/// user's `git status` in `proj/` ran its config (a helper's find).
+#[tokio::test]
+async fn a_directory_named_like_a_set_aside_one_is_searched() {
+    let env = Env::new();
+    let (script, marker) = env.marker();
+    let act = move |wt: &Path| {
+        let proj = wt.join(".git-aside-wasm-agent-app/proj");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::write(proj.join("main.c"), "int main;\n").unwrap();
+        plant_poisoned_git_dir(&proj.join(".git"), &script);
+    };
+    let report = env.run(act, |o| o.keep_worktree = true).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let proj = report.worktree.join(".git-aside-wasm-agent-app/proj");
+    let _ = user_git(&proj, &["status", "--short"]);
+    assert!(!proj.join(".git").exists(), "{:?}", report.work.set_aside);
+    assert!(
+        !marker.exists(),
+        "the tool's .git ran for the user: {}",
+        std::fs::read_to_string(&marker).unwrap()
+    );
+}
+
 /// When a second signal exits the process at once, the worktree left
 /// behind gets git's own `.git` back at its root (`Worktree::gitfile_keeper`,
 /// run by `interrupt::before_exit_now`): a tool had put a repository of its

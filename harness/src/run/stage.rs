@@ -219,12 +219,17 @@ fn head_of_a_git_dir(work_tree: &Path, p: &[u8], skipped: &mut LeftOut) -> bool 
     true
 }
 
-/// Whether git would take `dir` for a repository: a `HEAD` file with
-/// `objects/` and `refs/` beside it.
+/// Whether git could take `dir` for a repository: a `HEAD` file with
+/// `objects/` and `refs/` beside it, or with a `commondir` file (git then
+/// looks for `objects/` and `refs/` in the directory it names: a tool's
+/// `src/HEAD` + `src/commondir` naming `../lib/fake` was taken for a
+/// repository whose `config.worktree` set `core.worktree = ..`, and the
+/// user's `git status` in `src/` ran its `core.fsmonitor`; a helper's find).
 fn git_dir_shaped(dir: &Path) -> bool {
+    let dir_at = |name: &str| std::fs::metadata(dir.join(name)).is_ok_and(|m| m.is_dir());
     std::fs::symlink_metadata(dir.join("HEAD")).is_ok_and(|m| !m.is_dir())
-        && std::fs::metadata(dir.join("objects")).is_ok_and(|m| m.is_dir())
-        && std::fs::metadata(dir.join("refs")).is_ok_and(|m| m.is_dir())
+        && (std::fs::symlink_metadata(dir.join("commondir")).is_ok()
+            || (dir_at("objects") && dir_at("refs")))
 }
 
 /// Report the new files that `update-index --add` passed over with a
@@ -302,7 +307,7 @@ impl NestedRepos {
     fn new(work_tree: &Path) -> Self {
         Self {
             work_tree: work_tree.to_path_buf(),
-            aside: aside_name(),
+            aside: aside_name().to_string(),
             hidden: Vec::new(),
             gitlinks: Vec::new(),
         }
@@ -460,14 +465,26 @@ impl Drop for NestedRepos {
     }
 }
 
-/// A fresh name to set a `.git` aside under: [`ASIDE_PREFIX`], this
-/// process and the clock's nanoseconds.
-fn aside_name() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .subsec_nanos();
-    format!("{ASIDE_PREFIX}{}-{nanos}", std::process::id())
+/// The name this process sets a `.git` aside under: [`ASIDE_PREFIX`], the
+/// process and the clock's nanoseconds at its first use (one name for the
+/// process, which no tool can guess: a walk skips exactly the entries this
+/// process set aside, never a tool's directory named like them).
+fn aside_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        format!("{ASIDE_PREFIX}{}-{nanos}", std::process::id())
+    })
+}
+
+/// The name a kept worktree's `.git`s and git directories' `HEAD`s are set
+/// aside under: this process's, marked apart from staging's (a `HEAD`
+/// renamed in a directory staging set a `.git` aside in).
+fn kept_aside_name() -> String {
+    format!("{}-kept", aside_name())
 }
 
 /// Entries walked when a kept worktree is searched for `.git`s.
@@ -483,7 +500,7 @@ const MAX_WALKED: usize = 1_000_000;
 /// since `src/` holds tracked files; a helper's find). Returns one line
 /// per `.git` set aside, and one if the walk stopped early.
 pub fn set_aside_git_dirs(work_tree: &Path) -> Vec<String> {
-    let aside = aside_name();
+    let aside = kept_aside_name();
     let mut lines = Vec::new();
     let mut walked = 0usize;
     let mut dirs = vec![work_tree.to_path_buf()];
@@ -507,8 +524,12 @@ pub fn set_aside_git_dirs(work_tree: &Path) -> Vec<String> {
                 if d != work_tree {
                     lines.push(set_aside(work_tree, &entry.path(), &aside));
                 }
-            } else if name.as_bytes().starts_with(ASIDE_PREFIX.as_bytes()) {
-                // Set aside already (a submodule path's): left as it is.
+            } else if name == aside_name() || name.as_bytes() == aside.as_bytes() {
+                // Set aside by this process (a submodule path's `.git`, or
+                // one just renamed here): left as it is. A tool's directory
+                // named like one is searched like any other (a `.git` in a
+                // `.git-aside-wasm-agent-app/` was left in place; a helper's
+                // find).
             } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 dirs.push(entry.path());
             }
