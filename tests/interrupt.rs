@@ -667,6 +667,11 @@ fn the_work_of_a_killed_run_is_recovered_on_its_branch() {
     );
     let notes = git(&repo, &["show", &format!("{branch}:NOTES.md")]);
     assert_eq!(notes, "written before Ctrl-C\n");
+    // Kept, they are no longer remains: what is there is committed by the
+    // next `recover` (here nothing, once restored to the branch).
+    assert!(!admin.join("wasm-agent.committed").exists());
+    git(&wt, &["restore", "NOTES.md"]);
+    std::fs::remove_dir_all(wt.join("sub")).unwrap();
     let (code, err) = recover_in(&repo, &run_id);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains(&kept), "{err}");

@@ -1238,3 +1238,45 @@ async fn edits_outside_a_sparse_checkout_are_committed() {
     let marks = git_ok(&report.worktree, &["ls-files", "-t", "docs"]);
     assert_eq!(marks, "H docs/guide.md\nH docs/new.md\nS docs/other.md");
 }
+
+/// In a sparse checkout, a nested repository a tool made where the base
+/// has a tracked file outside the patterns (`docs/api`) is committed as
+/// plain files like any nested repository: the file's index entry stayed,
+/// so the listing of new files never looked in the directory, and its
+/// files were in no commit and no list (a helper's find).
+#[tokio::test]
+async fn a_nested_repository_at_a_file_outside_a_sparse_checkout_is_committed() {
+    let env = Env::new();
+    let repo = env.repo();
+    for (path, text) in [("src/lib.rs", "fn a() {}\n"), ("docs/api", "api\n")] {
+        std::fs::create_dir_all(repo.join(path).parent().unwrap()).unwrap();
+        std::fs::write(repo.join(path), text).unwrap();
+    }
+    git_ok(&repo, &["add", "-A"]);
+    git_ok(&repo, &["commit", "-qm", "src and docs/api"]);
+    git_ok(&repo, &["sparse-checkout", "set", "--cone", "src"]);
+    let act = |wt: &Path| {
+        let api = wt.join("docs/api");
+        std::fs::create_dir_all(&api).unwrap();
+        tool_git(&api, &["init", "-q"]);
+        std::fs::write(api.join("index.md"), "# API\n").unwrap();
+        std::fs::write(wt.join("src/lib.rs"), "fn b() {}\n").unwrap();
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let files = git_ok(
+        &repo,
+        &[
+            "diff",
+            "--name-status",
+            &format!("HEAD...{}", report.branch),
+        ],
+    );
+    assert_eq!(files, "D\tdocs/api\nA\tdocs/api/index.md\nM\tsrc/lib.rs");
+    assert!(
+        c.skipped.iter().any(|s| s.contains("docs/api/.git")),
+        "{:?}",
+        c.skipped
+    );
+}

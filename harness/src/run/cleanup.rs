@@ -32,6 +32,14 @@ impl CleanupReport {
     }
 }
 
+/// Whether `name` is one [`remove_tree`] gives the directories it lifts
+/// to its root (`.rm-<n>`).
+pub fn is_remover_dir(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .and_then(|n| n.strip_prefix(".rm-"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Remove `root` and everything below it. A symlink `root` is unlinked, not followed.
 pub fn remove_tree(root: &Path) -> CleanupReport {
     let mut report = CleanupReport::default();

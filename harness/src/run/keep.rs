@@ -14,8 +14,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::run::stage::{mark_absent_in_sparse_checkout, set_aside_git_dirs, stage_all};
-use crate::run::worktree::{Worktree, WorktreeError};
+use crate::run::stage::{
+    mark_absent_in_sparse_checkout, set_aside_git_dirs, skip_worktree_entries, stage_all,
+};
+use crate::run::worktree::{BranchFate, Worktree, WorktreeError};
 
 /// What happens to the work at the end of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,13 +82,13 @@ pub struct Settlement {
 /// Never panics and never aborts half-way: problems are collected.
 pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path) -> Settlement {
     let mut problems = Vec::new();
-    // The remains of a removal cut short after the work was committed
+    // The remains of a removal cut short after the work was settled
     // (`recover`): nothing to commit again (it would record the missing
-    // files as deleted), and the branch holds the commit.
-    let remains = wt.is_committed();
+    // files as deleted), and the branch as the run left it.
+    let remains = wt.settled();
     let work = match how {
         Disposition::Discard => WorkOutcome::Discarded,
-        _ if remains => WorkOutcome::NoChanges,
+        _ if remains.is_some() => WorkOutcome::NoChanges,
         _ => match commit_all(wt, message, scratch) {
             Ok(Some(c)) => WorkOutcome::Committed(c),
             Ok(None) => WorkOutcome::NoChanges,
@@ -100,10 +102,14 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
         Disposition::CommitKeepDir | Disposition::Recover { keep_dir: true }
     ) || matches!(&work, WorkOutcome::NotSaved { .. })
         || matches!(&work, WorkOutcome::Committed(c) if c.files_left_out);
-    let keep_branch = keep_dir
-        || remains
-        || matches!(work, WorkOutcome::Committed(_))
-        || matches!(how, Disposition::Recover { .. });
+    let keep_branch = match remains {
+        Some(fate) => keep_dir || fate == BranchFate::Kept,
+        None => {
+            keep_dir
+                || matches!(work, WorkOutcome::Committed(_))
+                || matches!(how, Disposition::Recover { .. })
+        }
+    };
     let mut worktree_kept = keep_dir;
     let mut set_aside = Vec::new();
     if keep_dir {
@@ -114,22 +120,34 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
         // The kept checkout's index follows the branch to its commit.
         let commit = match &work {
             WorkOutcome::Committed(c) => Some(c.commit.clone()),
-            _ if remains => Some(format!("refs/heads/{}", wt.branch)),
+            _ if remains.is_some() => Some(format!("refs/heads/{}", wt.branch)),
             _ => None,
         };
         if let Some(commit) = commit {
-            let updated = wt.git().run(&["read-tree", &commit]).map(|_| ());
-            let marked = updated.and_then(|()| mark_absent_in_sparse_checkout(&wt.git(), scratch));
+            let g = wt.git();
+            let marked = skip_worktree_entries(&g).and_then(|was| {
+                g.run(&["read-tree", &commit])?;
+                mark_absent_in_sparse_checkout(&g, &was, scratch)
+            });
             if let Err(e) = marked {
                 problems.push(format!("update index: {e}"));
             }
         }
+        if remains.is_some() {
+            // Kept, they are a worktree like any kept one: what the user
+            // does there next is work a later `recover` commits (it was
+            // removed unseen; a helper's find). The remover's `.rm-N`
+            // directories hold files of the work committed already.
+            remove_remover_dirs(wt, &mut problems);
+            wt.clear_settled();
+        }
     } else {
         // Removing a large tree takes a while: killed during it, the
-        // worktree's half left is no work to commit again (`recover`).
-        if matches!(work, WorkOutcome::Committed(_)) {
-            wt.mark_committed();
-        }
+        // worktree's half left is no work to commit (`recover`).
+        wt.mark_settled(match keep_branch {
+            true => BranchFate::Kept,
+            false => BranchFate::Deleted,
+        });
         if let Err(e) = wt.remove_dir() {
             problems.push(e.to_string());
             worktree_kept = wt.path.exists();
@@ -147,6 +165,30 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
         branch_kept: keep_branch,
         problems,
         set_aside,
+    }
+}
+
+/// Removes the `.rm-<n>` directories [`crate::run::cleanup::remove_tree`]
+/// made at the root of `wt` before it was cut short: those that hold
+/// nothing its index (the branch's commit) tracks.
+fn remove_remover_dirs(wt: &Worktree, problems: &mut Vec<String>) {
+    let Ok(read) = std::fs::read_dir(&wt.path) else {
+        return;
+    };
+    for entry in read.flatten() {
+        let name = entry.file_name();
+        let pathspec = format!(":(literal){}", name.to_string_lossy());
+        let tracked = || {
+            wt.git()
+                .run(&["ls-files", "--", &pathspec])
+                .map_or(true, |listed| !listed.is_empty())
+        };
+        if crate::run::cleanup::is_remover_dir(&name) && !tracked() {
+            let report = crate::run::cleanup::remove_tree(&entry.path());
+            if !report.ok() {
+                problems.push(report.failures.join("; "));
+            }
+        }
     }
 }
 

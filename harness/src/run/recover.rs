@@ -69,3 +69,69 @@ fn worktree_named(dir: &Path, which: &str) -> Result<PathBuf, WorktreeError> {
         false => Err(WorktreeError::NotATask(path)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::git::Git;
+    use crate::run::keep::WorkOutcome;
+    use crate::run::worktree::BranchFate;
+
+    /// The remains of a removal cut short are never committed: not after a
+    /// commit (the branch kept), and not after a run with nothing to keep or
+    /// a discarded one (the branch deleted, as that run would have done).
+    /// Those were unmarked, and `recover` committed the half-removed tree
+    /// as the run's work: deletions, and every lifted directory renamed to
+    /// `.rm-N/` (a helper's find).
+    #[test]
+    fn remains_are_never_committed() {
+        for fate in [BranchFate::Kept, BranchFate::Deleted] {
+            let d = tempfile::tempdir().unwrap();
+            crate::run::worktree::tests::init_repo(d.path());
+            let root = d.path().join(WORKTREES_DIR);
+            let mut wt = Worktree::create(d.path(), &root, "cut", "HEAD").unwrap();
+            let path = wt.path.clone();
+            wt.mark_settled(fate);
+            std::fs::remove_file(path.join("README.md")).unwrap();
+            std::fs::create_dir(path.join(".rm-1")).unwrap();
+            std::fs::write(path.join(".rm-1/lifted.txt"), "x").unwrap();
+            wt.keep();
+            drop(wt);
+            let got = recover(d.path(), "cut", false).unwrap();
+            assert_eq!(got.settlement.work, WorkOutcome::NoChanges, "{fate:?}");
+            assert!(!path.exists(), "{fate:?}: the remains are left");
+            let git = |args: &[&str]| Git::repo(&d.path().join(".git")).run(args).unwrap();
+            let branches = git(&["branch", "--list", "agent/cut"]);
+            assert_eq!(branches.is_empty(), fate == BranchFate::Deleted, "{fate:?}");
+            assert_eq!(got.settlement.branch_kept, fate == BranchFate::Kept);
+        }
+    }
+
+    /// Kept by `recover --keep-worktree`, remains are a kept worktree like
+    /// any other: the remover's `.rm-N` directories are gone, and what the
+    /// user does there next is work a later `recover` commits (it was
+    /// removed unseen; a helper's find).
+    #[test]
+    fn kept_remains_are_a_worktree_like_any_kept_one() {
+        let d = tempfile::tempdir().unwrap();
+        crate::run::worktree::tests::init_repo(d.path());
+        let root = d.path().join(WORKTREES_DIR);
+        let mut wt = Worktree::create(d.path(), &root, "kept", "HEAD").unwrap();
+        let path = wt.path.clone();
+        wt.mark_settled(BranchFate::Kept);
+        std::fs::create_dir(path.join(".rm-3")).unwrap();
+        std::fs::write(path.join(".rm-3/lifted.txt"), "x").unwrap();
+        wt.keep();
+        drop(wt);
+        let got = recover(d.path(), "kept", true).unwrap();
+        assert_eq!(got.settlement.work, WorkOutcome::NoChanges);
+        assert!(path.is_dir() && !path.join(".rm-3").exists());
+        std::fs::write(path.join("USER_WORK.md"), "mine\n").unwrap();
+        let again = recover(d.path(), "kept", false).unwrap();
+        let WorkOutcome::Committed(c) = &again.settlement.work else {
+            panic!("the user's work was not committed: {:?}", again.settlement)
+        };
+        assert!(c.diffstat.contains("USER_WORK.md"), "{}", c.diffstat);
+        assert!(!path.exists());
+    }
+}

@@ -96,7 +96,7 @@ pub fn stage_all(
         }
         skipped.push(format!("some files could not be added: {}", first_line(&e)));
     }
-    let outside = edits_outside_sparse_patterns(&g, work_tree)?;
+    let outside = edits_outside_sparse_patterns(&g, work_tree, scratch)?;
     add_files(&g, work_tree, &outside, scratch, &mut skipped)?;
     let untracked = nested.untracked_files(&g, &mut skipped)?;
     // Ignored = ignored by the base's rules AND by the rules as the run left
@@ -126,33 +126,109 @@ pub fn stage_all(
 /// in the worktree and differ from the base: `add -u` passes over paths
 /// outside the patterns, so a tool's edit of one was neither committed nor
 /// listed, and went with the worktree (a helper's find). Those absent are
-/// not checked out, not deleted: they stay as in the base. A directory
-/// (a submodule's path) is left to [`NestedRepos`].
-fn edits_outside_sparse_patterns(g: &Git, work_tree: &Path) -> Result<Vec<GitPath>, GitError> {
+/// not checked out, not deleted: they stay as in the base. A directory is
+/// taken out of the index and left to [`NestedRepos`].
+fn edits_outside_sparse_patterns(
+    g: &Git,
+    work_tree: &Path,
+    scratch: &Path,
+) -> Result<Vec<GitPath>, GitError> {
     if !sparse_checkout(g) {
         return Ok(Vec::new());
     }
-    let present = |p: &&[u8]| {
+    let dir = |p: &[u8]| real_dir_beneath(work_tree, Path::new(OsStr::from_bytes(p)));
+    let file = |p: &[u8]| {
         std::fs::symlink_metadata(work_tree.join(OsStr::from_bytes(p))).is_ok_and(|m| !m.is_dir())
     };
-    let changed = index_differs(g, "MT")?;
-    Ok(changed
+    let files: Vec<GitPath> = index_differs(g, "MT")?
         .into_iter()
-        .filter(|p| present(&p.as_slice()))
+        .filter(|p| file(p))
+        .collect();
+    // A directory where a file was reads as deleted or as a type change.
+    let dirs: Vec<GitPath> = index_differs(g, "MTD")?
+        .into_iter()
+        .filter(|p| dir(p))
+        .collect();
+    // A tracked file the run made a directory (a nested repository, to
+    // git): out of the index, as `add -u` does inside the patterns, so the
+    // listing of new files finds what is in it. It stayed, and its files
+    // were in no list (a helper's find).
+    let dirs = without_gitlinks(g, dirs)?;
+    if !dirs.is_empty() {
+        let list = write_list(scratch, "made-dirs", &dirs)?;
+        let args = ["update-index", "--force-remove", "-z", "--stdin"];
+        let out = g.run_raw(&args, Some(&list.0))?;
+        if out.code != 0 {
+            return Err(GitError {
+                args: args.join(" "),
+                message: out.stderr,
+            });
+        }
+    }
+    Ok(files)
+}
+
+/// `paths` less the index's gitlinks (submodules, whose directory is
+/// theirs to have).
+fn without_gitlinks(g: &Git, mut paths: Vec<GitPath>) -> Result<Vec<GitPath>, GitError> {
+    if paths.is_empty() {
+        return Ok(paths);
+    }
+    let out = g.run_raw(&["ls-files", "-s", "-z"], None)?;
+    if out.code != 0 {
+        return Err(GitError {
+            args: "ls-files -s".into(),
+            message: out.stderr,
+        });
+    }
+    // `<mode> <object> <stage>\t<path>`
+    let gitlinks: HashSet<&[u8]> = out
+        .records()
+        .filter(|r| r.starts_with(b"160000 "))
+        .filter_map(|r| r.splitn(2, |b| *b == b'\t').nth(1))
+        .collect();
+    paths.retain(|p| !gitlinks.contains(p.as_slice()));
+    Ok(paths)
+}
+
+/// The entries of `g`'s index marked skip-worktree (in a sparse checkout:
+/// the files outside its patterns, never checked out); none elsewhere.
+pub fn skip_worktree_entries(g: &Git) -> Result<HashSet<GitPath>, GitError> {
+    if !sparse_checkout(g) {
+        return Ok(HashSet::new());
+    }
+    let out = g.run_raw(&["ls-files", "-t", "-z"], None)?;
+    if out.code != 0 {
+        return Err(GitError {
+            args: "ls-files -t".into(),
+            message: out.stderr,
+        });
+    }
+    Ok(out
+        .records()
+        .filter_map(|r| r.strip_prefix(b"S "))
+        .map(<[u8]>::to_vec)
         .collect())
 }
 
-/// In a kept sparse checkout whose index was just read from a commit: its
-/// tracked files not in the worktree (outside the patterns: what a run
-/// deleted is not in its commit) are marked skip-worktree again, as git's
-/// checkout left them. `read-tree` clears the mark, and `git status` there
-/// then showed every file outside the patterns as deleted, which a plain
-/// `git commit -a` would have committed.
-pub fn mark_absent_in_sparse_checkout(g: &Git, scratch: &Path) -> Result<(), GitError> {
-    if !sparse_checkout(g) {
+/// In a kept sparse checkout whose index was just read from a commit: the
+/// entries that were skip-worktree before (`was`, from
+/// [`skip_worktree_entries`]) and are still not in the worktree are marked
+/// so again, as git's checkout left them. `read-tree` clears the mark, and
+/// `git status` there then showed every file outside the patterns as
+/// deleted, which a plain `git commit -a` would have committed. Nothing
+/// else is marked: a file inside the patterns that is missing (set aside,
+/// or taken by a removal cut short) shows as deleted.
+pub fn mark_absent_in_sparse_checkout(
+    g: &Git,
+    was: &HashSet<GitPath>,
+    scratch: &Path,
+) -> Result<(), GitError> {
+    if was.is_empty() {
         return Ok(());
     }
-    let absent = index_differs(g, "D")?;
+    let mut absent = index_differs(g, "D")?;
+    absent.retain(|p| was.contains(p));
     if absent.is_empty() {
         return Ok(());
     }

@@ -59,6 +59,23 @@ fn started_at(admin_dir: &Path) -> Option<String> {
     hex.then(|| commit.to_string())
 }
 
+/// What the end of a run does with its branch (recorded with
+/// [`Worktree::mark_settled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BranchFate {
+    Kept,
+    Deleted,
+}
+
+impl BranchFate {
+    fn mark(self) -> &'static str {
+        match self {
+            BranchFate::Kept => "branch kept\n",
+            BranchFate::Deleted => "branch deleted\n",
+        }
+    }
+}
+
 /// The branch of a task's worktree is `agent/<run-id>`.
 pub const BRANCH_PREFIX: &str = "agent/";
 
@@ -215,16 +232,30 @@ impl Worktree {
         })
     }
 
-    /// Records that the work is committed, before the directory is
-    /// removed (best effort: without it, `recover` commits what is left).
-    pub fn mark_committed(&self) {
-        let _ = std::fs::write(self.admin_dir.join(COMMITTED_FILE), "");
+    /// Records that the work is settled (committed, or there was none to
+    /// keep) and what becomes of the branch, before the directory is
+    /// removed (best effort: without it, `recover` commits what is left, and
+    /// a half-removed tree of a run with no changes, or a discarded one, was
+    /// committed as deletions and `.rm-N/` renames; a helper's find).
+    pub fn mark_settled(&self, branch: BranchFate) {
+        let _ = std::fs::write(self.admin_dir.join(COMMITTED_FILE), branch.mark());
     }
 
-    /// Whether [`Worktree::mark_committed`] was recorded: the directory is
-    /// the remains of a removal cut short.
-    pub fn is_committed(&self) -> bool {
-        self.admin_dir.join(COMMITTED_FILE).is_file()
+    /// What [`Worktree::mark_settled`] recorded: the directory is then the
+    /// remains of a removal cut short.
+    pub fn settled(&self) -> Option<BranchFate> {
+        let mark = read_small(&self.admin_dir.join(COMMITTED_FILE))?;
+        // Marks of earlier versions (empty) were written on a commit only.
+        Some(match mark.trim() {
+            "branch deleted" => BranchFate::Deleted,
+            _ => BranchFate::Kept,
+        })
+    }
+
+    /// The directory is kept whole again (remains kept by `recover
+    /// --keep-worktree`): what the user does in it next is work to commit.
+    pub fn clear_settled(&self) {
+        let _ = std::fs::remove_file(self.admin_dir.join(COMMITTED_FILE));
     }
 
     /// Git for this worktree: explicit GIT_DIR (the admin dir) and GIT_WORK_TREE.
@@ -483,7 +514,7 @@ fn is_gitfile(dotgit: &Path, expected: &str) -> bool {
 pub(crate) mod tests {
     use super::*;
 
-    fn init_repo(dir: &Path) {
+    pub(crate) fn init_repo(dir: &Path) {
         wasm_mcp_harness_testing::init_repo(dir, &[("README.md", "# Demo\nhello world\n")]);
     }
 
