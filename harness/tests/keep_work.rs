@@ -1280,3 +1280,52 @@ async fn a_nested_repository_at_a_file_outside_a_sparse_checkout_is_committed() 
         c.skipped
     );
 }
+
+/// In a sparse checkout, the base's `.gitignore`s outside the patterns
+/// still ignore what a tool writes there, as the user's own git does: the
+/// rules as the run left them were read from the worktree only, where
+/// those were never checked out, and a tool's `.env`, logs and
+/// `node_modules` under one were committed (a helper's find). Outside the
+/// patterns and inside, only the files no rule ignores are committed.
+#[tokio::test]
+async fn ignore_rules_outside_a_sparse_checkout_still_apply() {
+    for cone in [true, false] {
+        let env = Env::new();
+        let repo = env.repo();
+        for (path, text) in [
+            ("src/lib.rs", "fn a() {}\n"),
+            ("pkg/web/.gitignore", "node_modules/\n*.log\n.env\n"),
+            ("pkg/web/index.js", "x\n"),
+        ] {
+            std::fs::create_dir_all(repo.join(path).parent().unwrap()).unwrap();
+            std::fs::write(repo.join(path), text).unwrap();
+        }
+        std::fs::write(repo.join(".gitignore"), "*.log\ntarget/\n").unwrap();
+        git_ok(&repo, &["add", "-A"]);
+        git_ok(&repo, &["commit", "-qm", "src and pkg"]);
+        match cone {
+            true => git_ok(&repo, &["sparse-checkout", "set", "--cone", "src"]),
+            false => git_ok(&repo, &["sparse-checkout", "set", "--no-cone", "/src/"]),
+        };
+        let act = |wt: &Path| {
+            let web = wt.join("pkg/web");
+            std::fs::create_dir_all(web.join("node_modules/x")).unwrap();
+            std::fs::write(web.join(".env"), "SECRET=hunter2\n").unwrap();
+            std::fs::write(web.join("build.log"), "log\n").unwrap();
+            std::fs::write(web.join("node_modules/x/index.js"), "x\n").unwrap();
+            std::fs::write(web.join("app.js"), "app\n").unwrap();
+            std::fs::create_dir_all(wt.join("target/debug")).unwrap();
+            std::fs::write(wt.join("target/debug/app"), "bin\n").unwrap();
+            std::fs::write(wt.join("src/run.log"), "log\n").unwrap();
+            std::fs::write(wt.join("src/ok.rs"), "ok\n").unwrap();
+        };
+        let report = env.run(act, |_| {}).await;
+        assert!(report.ok(), "{:?}", report.error);
+        committed(&report);
+        let files = git_ok(
+            &repo,
+            &["diff", "--name-only", &format!("HEAD...{}", report.branch)],
+        );
+        assert_eq!(files, "pkg/web/app.js\nsrc/ok.rs", "cone {cone}");
+    }
+}

@@ -98,12 +98,21 @@ pub fn stage_all(
     }
     let outside = edits_outside_sparse_patterns(&g, work_tree, scratch)?;
     add_files(&g, work_tree, &outside, scratch, &mut skipped)?;
+    let sparse = mark_never_checked_out(&g, scratch)?;
     let untracked = nested.untracked_files(&g, &mut skipped)?;
     // Ignored = ignored by the base's rules AND by the rules as the run left
     // them: a tool's rules can un-ignore (commit more), never hide work.
     let by_base = BaseIgnores::checkout(&g, head, scratch)?.ignored(&g, &untracked, scratch)?;
     let by_base: Vec<GitPath> = by_base.into_iter().collect();
-    let ignored = check_ignore(&g, &by_base, scratch)?;
+    // In a sparse checkout the rules as the run left them include the
+    // `.gitignore`s outside the patterns, never checked out: git reads a
+    // skip-worktree one from the index (read from the worktree only, they
+    // were missing, and a tool's `.env` under one was committed; a
+    // helper's find).
+    let ignored = match sparse {
+        true => check_ignore_with_index(&g, &by_base, scratch)?,
+        false => check_ignore(&g, &by_base, scratch)?,
+    };
     let new: Vec<GitPath> = untracked
         .into_iter()
         .filter(|p| !ignored.contains(p))
@@ -166,6 +175,29 @@ fn edits_outside_sparse_patterns(
         }
     }
     Ok(files)
+}
+
+/// In a sparse checkout: the private index's entries not in the worktree
+/// (outside the patterns, never checked out: `add -u` has staged the
+/// deletions inside them) are marked skip-worktree, as git's own index has
+/// them. Whether the checkout is sparse.
+fn mark_never_checked_out(g: &Git, scratch: &Path) -> Result<bool, GitError> {
+    if !sparse_checkout(g) {
+        return Ok(false);
+    }
+    let absent = index_differs(g, "D")?;
+    if !absent.is_empty() {
+        let list = write_list(scratch, "never-checked-out", &absent)?;
+        let args = ["update-index", "--skip-worktree", "-z", "--stdin"];
+        let out = g.run_raw(&args, Some(&list.0))?;
+        if out.code != 0 {
+            return Err(GitError {
+                args: args.join(" "),
+                message: out.stderr,
+            });
+        }
+    }
+    Ok(true)
 }
 
 /// `paths` less the index's gitlinks (submodules, whose directory is
@@ -716,6 +748,30 @@ impl BaseIgnores {
 
 /// The `paths` that `git check-ignore` (work tree of `g`) says are ignored.
 fn check_ignore(g: &Git, paths: &[GitPath], scratch: &Path) -> Result<HashSet<GitPath>, GitError> {
+    check_ignore_as(
+        g,
+        paths,
+        scratch,
+        &["check-ignore", "--no-index", "-z", "--stdin"],
+    )
+}
+
+/// [`check_ignore`] with `g`'s index: a skip-worktree `.gitignore` is read
+/// from it, as git does in a sparse checkout (`paths` are untracked).
+fn check_ignore_with_index(
+    g: &Git,
+    paths: &[GitPath],
+    scratch: &Path,
+) -> Result<HashSet<GitPath>, GitError> {
+    check_ignore_as(g, paths, scratch, &["check-ignore", "-z", "--stdin"])
+}
+
+fn check_ignore_as(
+    g: &Git,
+    paths: &[GitPath],
+    scratch: &Path,
+    args: &[&str],
+) -> Result<HashSet<GitPath>, GitError> {
     if paths.is_empty() {
         return Ok(HashSet::new());
     }
@@ -724,10 +780,7 @@ fn check_ignore(g: &Git, paths: &[GitPath], scratch: &Path) -> Result<HashSet<Gi
     // `:(glob)*` made it fail, the commit with it (a helper's find).
     let dotted: Vec<GitPath> = paths.iter().map(|p| [b"./", &p[..]].concat()).collect();
     let list = write_list(scratch, "check-ignore", &dotted)?;
-    let out = g.run_raw(
-        &["check-ignore", "--no-index", "-z", "--stdin"],
-        Some(&list.0),
-    )?;
+    let out = g.run_raw(args, Some(&list.0))?;
     // 0: some ignored, 1: none.
     if out.code > 1 {
         return Err(GitError {
