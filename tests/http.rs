@@ -1334,26 +1334,90 @@ async fn encoded_bodies_and_doubled_mcp_headers_are_refused() {
             .bearer_auth(TOKEN)
             .header(name, value)
     };
-    for encoding in ["gzip", "br, identity", "deflate"] {
+    for encoding in ["gzip", "br, identity", "deflate", "identity, gzip"] {
         let r = with("Content-Encoding", encoding).send().await.unwrap();
         assert_eq!(r.status(), 415, "Content-Encoding: {encoding}");
+        assert_eq!(r.headers()["accept-encoding"], "identity");
         let text = r.text().await.unwrap();
         assert!(text.contains("Content-Encoding"), "{text}");
     }
-    let r = with("Content-Encoding", "identity").send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    for doubled in ["MCP-Protocol-Version", "Mcp-Method"] {
-        let value = match doubled {
-            "Mcp-Method" => "tools/list",
-            _ => "2025-11-25",
-        };
+    // No coding at all, however it is written.
+    for encoding in ["identity", "", "identity, IDENTITY", " identity ,"] {
+        let r = with("Content-Encoding", encoding).send().await.unwrap();
+        assert_eq!(r.status(), 200, "Content-Encoding: {encoding:?}");
+    }
+    // Twice: a JSON-RPC error the SDKs map (-32020 for MCP's headers).
+    for (doubled, value, code) in [
+        ("MCP-Protocol-Version", "2025-11-25", -32020),
+        ("Mcp-Method", "tools/list", -32020),
+        ("Content-Type", "text/plain", -32600),
+    ] {
         let r = with(doubled, value).send().await.unwrap();
         assert_eq!(r.status(), 400, "{doubled} twice");
-        let text = r.text().await.unwrap();
-        assert!(text.contains("must be one header"), "{text}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("must be one header"), "{answer}");
+    }
+    // A transfer coding hyper does not decode, before `chunked`: 501 (it
+    // was taken as chunked, the gzip bytes read as the body).
+    let authority = s.url.trim_start_matches("http://").trim_end_matches("/mcp");
+    for (coding, want) in [("gzip, chunked", 501), ("chunked", 200)] {
+        let body = serde_json::to_string(&list_body()).unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n\
+             Transfer-Encoding: {coding}\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        );
+        assert_eq!(
+            raw_status(authority, &head),
+            want,
+            "Transfer-Encoding: {coding}"
+        );
     }
     let r = post_authed(&c, &s.url, &list_body()).await;
     assert_eq!(r.status(), 200);
+}
+
+/// A 2026-07-28 `tools/call` of a tool whose input schema mirrors an
+/// argument into a header (`x-mcp-header`): the `Mcp-Param-*` header must
+/// agree with the body, be there, and come once; else 400 with -32020, as
+/// the spec asks, and nothing runs. rmcp checks it with the server's
+/// `get_tool`, which the server lacked: every such request passed, and a
+/// proxy routing on the header could be steered (a helper's find).
+#[tokio::test]
+async fn tool_argument_headers_are_checked_against_the_body() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["test-plugins/conformance.wasm"]);
+    let s = token_server(wt.path(), plugins.path(), &[]);
+    let c = client();
+    let body = call_body(1, "routed_by_header", json!({"region": "eu-west"}));
+    let with = |regions: &[&'static str]| {
+        let mut r = post(&c, &s.url, &body).bearer_auth(TOKEN);
+        for region in regions {
+            r = r.header("Mcp-Param-Region", *region);
+        }
+        r
+    };
+    for (regions, why) in [
+        (&["us-east"][..], "disagrees"),
+        (&[][..], "missing"),
+        (&["eu-west", "us-east"][..], "twice"),
+    ] {
+        let r = with(regions).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{why}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], -32020, "{why}: {answer}");
+    }
+    let r = with(&["eu-west"]).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let answer = rpc_message(&r.text().await.unwrap());
+    assert_eq!(
+        answer["result"]["structuredContent"]["received"]["region"], "eu-west",
+        "{answer}"
+    );
 }
 
 /// In a 2025-11-25 session, a request reusing the id of one still running

@@ -15,7 +15,7 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ProtocolVersion, RequestId, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    ProtocolVersion, RequestId, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -196,6 +196,16 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
         Err(crate::params::unparsed_request(&request))
+    }
+
+    /// A published tool. rmcp checks a 2026-07-28 HTTP request's
+    /// `Mcp-Param-*` headers against the `x-mcp-header` annotations of the
+    /// tool's input schema with it (a header that disagrees with the body,
+    /// is missing or is sent twice is 400 with -32020, as the spec asks);
+    /// without it none was checked, and a proxy routing on those headers
+    /// could be steered (a helper's find).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.registry.catalog().get(name).map(|t| t.tool.clone())
     }
 
     async fn list_tools(

@@ -454,30 +454,57 @@ fn session_named(headers: &axum::http::HeaderMap) -> Result<Option<String>, &'st
 }
 
 /// MCP's own headers other than the session's, each of which a request
-/// may send once.
+/// may send once (`Mcp-Param-*` ones rmcp checks against the body).
 const ONCE_HEADERS: [&str; 3] = ["mcp-protocol-version", "mcp-method", "mcp-name"];
 
-/// A request whose headers the server does not take: one of
-/// [`ONCE_HEADERS`] sent twice is 400 (rmcp reads the first, a proxy in
-/// front may have read the last), and a body with a `Content-Encoding`
-/// other than `identity` is 415 (it is read as it comes: a gzip body was
-/// parsed as JSON text).
+/// A request whose headers the server does not take, answered before its
+/// body is read:
+/// - one of [`ONCE_HEADERS`] sent twice: 400 with -32020 (the spec's
+///   header mismatch); a `Content-Type` sent twice: 400 with -32600. rmcp
+///   reads the first, a proxy in front may have read the last;
+/// - a `Content-Encoding` other than `identity`: 415, naming `identity` in
+///   `Accept-Encoding` (the body is read as it comes: a gzip body was
+///   parsed as JSON text);
+/// - a `Transfer-Encoding` other than `chunked` alone: 501 (hyper
+///   decodes only that, and took `gzip, chunked` as chunked).
 fn headers_refused(headers: &axum::http::HeaderMap) -> Option<Response> {
-    if let Some(name) = ONCE_HEADERS
-        .iter()
-        .find(|name| headers.get_all(**name).iter().nth(1).is_some())
-    {
-        let why = format!("Bad Request: {name} must be one header");
-        return Some((StatusCode::BAD_REQUEST, why).into_response());
+    let twice = |name: &str| headers.get_all(name).iter().nth(1).is_some();
+    if let Some(name) = ONCE_HEADERS.iter().find(|name| twice(name)) {
+        let error = rmcp::model::ErrorData::new(
+            rmcp::model::ErrorCode::HEADER_MISMATCH,
+            format!("{name} must be one header"),
+            None,
+        );
+        return Some(bad_message(&Answer::error(error, None)));
     }
-    let encoded = headers
-        .get_all(header::CONTENT_ENCODING)
+    if twice(header::CONTENT_TYPE.as_str()) {
+        let error =
+            rmcp::model::ErrorData::invalid_request("content-type must be one header", None);
+        return Some(bad_message(&Answer::error(error, None)));
+    }
+    let codings = |name| {
+        let values = headers.get_all(name).into_iter();
+        let listed = values.flat_map(|v| v.as_bytes().split(|b| *b == b','));
+        listed
+            .map(<[u8]>::trim_ascii)
+            .filter(|c| !c.is_empty())
+            .map(<[u8]>::to_ascii_lowercase)
+            .collect::<Vec<_>>()
+    };
+    if codings(header::CONTENT_ENCODING)
         .iter()
-        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-    encoded.then(|| {
+        .any(|c| c != b"identity")
+    {
         let why = "Unsupported Media Type: no Content-Encoding is taken; send the body as it is";
-        (StatusCode::UNSUPPORTED_MEDIA_TYPE, why).into_response()
-    })
+        let accept = [(header::ACCEPT_ENCODING, "identity")];
+        return Some((StatusCode::UNSUPPORTED_MEDIA_TYPE, accept, why).into_response());
+    }
+    let transfer = codings(header::TRANSFER_ENCODING);
+    if !(transfer.is_empty() || transfer == [b"chunked".to_vec()]) {
+        let why = "Not Implemented: the only Transfer-Encoding taken is chunked";
+        return Some((StatusCode::NOT_IMPLEMENTED, why).into_response());
+    }
+    None
 }
 
 /// The session id a response names.

@@ -4,7 +4,9 @@
 //! `test_simple_text` (a text result), `test_error_handling` (a tool error,
 //! `isError: true` with a message) and `json_schema_2020_12_tool` (an input
 //! schema with `$schema`, `$defs`, `$ref` and `additionalProperties`, which
-//! must reach `tools/list` unchanged).
+//! must reach `tools/list` unchanged). And `routed_by_header`, whose
+//! `region` argument is mirrored into an `Mcp-Param-Region` header by
+//! 2026-07-28 HTTP clients (`x-mcp-header`), which the server checks.
 
 use serde_json::Value;
 use wasm_mcp_guest::{Tool, ToolError};
@@ -45,6 +47,11 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
         "json_schema_2020_12_tool",
         "Tool with JSON Schema 2020-12 features",
         SCHEMA_2020_12,
+    ),
+    (
+        "routed_by_header",
+        "Echoes its arguments; region is mirrored in the Mcp-Param-Region header",
+        r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}"#,
     ),
 ];
 
@@ -87,7 +94,8 @@ mod tests {
             [
                 "test_simple_text",
                 "test_error_handling",
-                "json_schema_2020_12_tool"
+                "json_schema_2020_12_tool",
+                "routed_by_header"
             ]
         );
         let verbatim: Value = serde_json::from_str(SCHEMA_2020_12).unwrap();
