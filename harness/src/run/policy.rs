@@ -132,6 +132,9 @@ fn default_versions() -> Vec<String> {
 /// client speaks (the newest is offered; a server may answer an older one).
 pub const DESKTOP_PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 
+/// The first MCP version without the `initialize` handshake (stateless).
+const STATELESS_FROM: &str = "2026-07-28";
+
 fn desktop_versions() -> Vec<String> {
     DESKTOP_PROTOCOL_VERSIONS.map(String::from).to_vec()
 }
@@ -253,6 +256,18 @@ impl ServerPolicy {
         {
             return Err(bad(format!(
                 "protocol_versions: `{v}` is not an MCP version (YYYY-MM-DD)"
+            )));
+        }
+        if self
+            .protocol_versions
+            .iter()
+            .all(|v| v.as_str() >= STATELESS_FROM)
+        {
+            return Err(bad(format!(
+                "protocol_versions: {:?} has no version with the `initialize` handshake, which is how \
+                 this harness connects (one before {STATELESS_FROM}, e.g. 2025-11-25); such a server \
+                 could never be connected",
+                self.protocol_versions
             )));
         }
         if let Some(k) = self
@@ -710,6 +725,26 @@ approval = "auto"
         assert_eq!(spec.env["CACHE"], "/run/t1/cache");
         assert_eq!(s.request_timeout(), Duration::from_millis(1500));
         assert_eq!(s.protocol_versions, [DEFAULT_PROTOCOL_VERSION]);
+    }
+
+    /// A server allowed only versions without the `initialize` handshake
+    /// could never be connected (the harness connects with it): refused at
+    /// load, where it failed every run at its connect (a helper's find).
+    #[test]
+    fn versions_without_a_handshake_alone_are_refused() {
+        let with = |versions: &str| {
+            let toml = TOML.replace(
+                "request_timeout_ms = 1500",
+                &format!("request_timeout_ms = 1500\nprotocol_versions = {versions}"),
+            );
+            Policy::from_toml(&toml).map(|_| ())
+        };
+        let e = with(r#"["2026-07-28"]"#).unwrap_err().to_string();
+        assert!(
+            e.contains("no version with the `initialize` handshake"),
+            "{e}"
+        );
+        assert!(with(r#"["2026-07-28", "2025-11-25"]"#).is_ok());
     }
 
     #[test]
