@@ -1329,3 +1329,47 @@ async fn ignore_rules_outside_a_sparse_checkout_still_apply() {
         assert_eq!(files, "pkg/web/app.js\nsrc/ok.rs", "cone {cone}");
     }
 }
+
+/// A bare repository the project tracks (a test fixture such as
+/// `tests/data/fixture.git`) is the user's, left in place in a kept
+/// worktree while the run leaves it as checked out: its `HEAD` was set
+/// aside as a tool's, and `git status` showed it deleted (a helper's
+/// find). Changed by the run, it is set aside like a tool's.
+#[tokio::test]
+async fn a_tracked_bare_fixture_is_left_to_the_user() {
+    for touched in [false, true] {
+        let env = Env::new();
+        let repo = env.repo();
+        let fixture = repo.join("tests/data/fixture.git");
+        for (path, text) in [
+            ("HEAD", "ref: refs/heads/main\n"),
+            ("config", "[core]\n\tbare = true\n"),
+            ("objects/info/packs", "\n"),
+            (
+                "refs/heads/main",
+                "0123456789012345678901234567890123456789\n",
+            ),
+        ] {
+            std::fs::create_dir_all(fixture.join(path).parent().unwrap()).unwrap();
+            std::fs::write(fixture.join(path), text).unwrap();
+        }
+        git_ok(&repo, &["add", "-A"]);
+        git_ok(&repo, &["commit", "-qm", "a fixture repository"]);
+        let act = move |wt: &Path| {
+            std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+            if touched {
+                let config = wt.join("tests/data/fixture.git/config");
+                std::fs::write(config, "[core]\n\tbare = true\n\tfsmonitor = true\n").unwrap();
+            }
+        };
+        let report = env.run(act, |o| o.keep_worktree = true).await;
+        assert!(report.ok(), "{:?}", report.error);
+        let head = report.worktree.join("tests/data/fixture.git/HEAD");
+        assert_eq!(head.exists(), !touched, "{:?}", report.work.set_aside);
+        assert_eq!(report.work.set_aside.is_empty(), !touched);
+        if !touched {
+            let status = git_ok(&report.worktree, &["status", "--porcelain"]);
+            assert_eq!(status, "", "touched {touched}");
+        }
+    }
+}

@@ -116,7 +116,7 @@ pub fn settle(wt: &mut Worktree, how: Disposition, message: &str, scratch: &Path
         if let Err(e) = wt.restore_dotgit() {
             problems.push(format!("restore .git: {e}"));
         }
-        set_aside = set_aside_git_dirs(&wt.path);
+        set_aside = set_aside_git_dirs(&wt.git(), &wt.path);
         // The kept checkout's index follows the branch to its commit.
         let commit = match &work {
             WorkOutcome::Committed(c) => Some(c.commit.clone()),

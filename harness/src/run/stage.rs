@@ -607,13 +607,18 @@ const MAX_WALKED: usize = 1_000_000;
 /// status` in `src/` under a tool's `src/.git`, which staging never saw
 /// since `src/` holds tracked files; a helper's find). Returns one line
 /// per `.git` set aside, and one if the walk stopped early.
-pub fn set_aside_git_dirs(work_tree: &Path) -> Vec<String> {
+///
+/// A git directory the base tracks, which the run left as checked out
+/// (`g`: git on the worktree's own index, the base's), is the user's (a
+/// project's test fixture): left in place. Its `HEAD` was set aside as a
+/// tool's, and a later `git commit -a` deleted it (a helper's find).
+pub fn set_aside_git_dirs(g: &Git, work_tree: &Path) -> Vec<String> {
     let aside = kept_aside_name();
     let mut lines = Vec::new();
     let mut walked = 0usize;
     let mut dirs = vec![work_tree.to_path_buf()];
     while let Some(d) = dirs.pop() {
-        if d != work_tree && git_dir_shaped(&d) {
+        if d != work_tree && git_dir_shaped(&d) && !as_checked_out(g, work_tree, &d) {
             lines.push(set_aside(work_tree, &d.join("HEAD"), &aside));
         }
         let Ok(read) = std::fs::read_dir(&d) else {
@@ -644,6 +649,28 @@ pub fn set_aside_git_dirs(work_tree: &Path) -> Vec<String> {
         }
     }
     lines
+}
+
+/// Whether the directory `dir` holds files `g`'s index tracks, and nothing
+/// else, all as checked out (no file new, changed or touched).
+fn as_checked_out(g: &Git, work_tree: &Path, dir: &Path) -> bool {
+    let Ok(rel) = dir.strip_prefix(work_tree) else {
+        return false;
+    };
+    let spec = format!(":(literal){}/", rel.to_string_lossy());
+    let listed = |args: &[&str]| {
+        g.run_raw(&[args, &["--", spec.as_str()]].concat(), None)
+            .ok()
+            .filter(|out| out.code == 0)
+            .map(|out| out.stdout)
+    };
+    let tracked = listed(&["ls-files", "-z"]);
+    let untracked = listed(&["ls-files", "-z", "-o"]);
+    let changed = listed(&["diff-files", "-z", "--name-only"]);
+    matches!(
+        (tracked, untracked, changed),
+        (Some(t), Some(u), Some(c)) if !t.is_empty() && u.is_empty() && c.is_empty()
+    )
 }
 
 /// Renames the `.git` at `path` to `aside` beside it; the line to report.
