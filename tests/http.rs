@@ -188,6 +188,80 @@ fn non_loopback_bind_without_auth_is_refused() {
     assert!(err.contains("--allow-unauthenticated-remote"), "{err}");
 }
 
+/// A page of an `--allowed-origin` can talk to the server: its preflight
+/// is answered (with the headers it asks for, `Authorization` among them),
+/// and it can read the session id and the auth challenge. With no CORS,
+/// every MCP request from such a page failed at its preflight (405). Other
+/// origins get no CORS headers, and their requests are still 403.
+#[tokio::test]
+async fn allowed_browser_origins_get_cors() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let page = "http://app.example.com";
+    let s = token_server(wt.path(), plugins.path(), &["--allowed-origin", page]);
+    let c = client();
+    let preflight = |origin: &'static str| {
+        c.request(reqwest::Method::OPTIONS, &s.url)
+            .header("Origin", origin)
+            .header("Access-Control-Request-Method", "POST")
+            .header(
+                "Access-Control-Request-Headers",
+                "authorization, content-type, mcp-protocol-version, mcp-method, mcp-param-region",
+            )
+            .send()
+    };
+    let r = preflight(page).await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let h = r.headers();
+    assert_eq!(h["access-control-allow-origin"], page);
+    let methods = h["access-control-allow-methods"].to_str().unwrap();
+    assert!(
+        methods.contains("POST") && methods.contains("DELETE"),
+        "{methods}"
+    );
+    let allowed = h["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(
+        allowed.contains("authorization") && allowed.contains("mcp-param-region"),
+        "{allowed}"
+    );
+    let r = preflight("http://evil.example").await.unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    // The page's own requests: answered with what it may read.
+    let r = post(&c, &s.url, &list_body())
+        .bearer_auth(TOKEN)
+        .header("Origin", page)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["access-control-allow-origin"], page);
+    let exposed = r.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(
+        exposed.contains("mcp-session-id") && exposed.contains("www-authenticate"),
+        "{exposed}"
+    );
+    let r = post(&c, &s.url, &list_body())
+        .header("Origin", page)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.headers()["access-control-allow-origin"], page);
+    let r = post(&c, &s.url, &list_body())
+        .bearer_auth(TOKEN)
+        .header("Origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+}
+
 #[tokio::test]
 async fn foreign_origin_and_spoofed_host_are_403() {
     let (wt, plugins) = (worktree(), workspace_plugins());

@@ -297,7 +297,8 @@ struct HttpArgs {
     /// Also accept this `Host` name (repeatable; loopback names and the bound IP always are).
     #[arg(long, requires = "http", value_name = "NAME")]
     allowed_host: Vec<String>,
-    /// Also accept this browser `Origin`, e.g. `https://app.example.com` (repeatable).
+    /// Also accept this browser `Origin`, e.g. `https://app.example.com`, and
+    /// answer its pages' CORS preflights (repeatable).
     #[arg(long, requires = "http", value_name = "ORIGIN")]
     allowed_origin: Vec<String>,
     /// `scheme://host[:port]` clients use to reach this server (for the

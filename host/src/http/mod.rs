@@ -166,7 +166,10 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
     ));
     let listeners = server.listeners().clone();
     let sessions = gate.sessions.clone();
-    let app = router(server, gate);
+    let app = match browser_pages(&opts.allowed_origins)? {
+        Some(cors) => router(server, gate).layer(cors),
+        None => router(server, gate),
+    };
     eprintln!("wasm-mcp: listening on http://{bound}{MCP_PATH}");
     tracing::info!(%bound, auth = opts.token.is_some() || opts.oauth.is_some(), "serving over HTTP");
     // Listen streams complete with their final result as shutdown begins,
@@ -256,6 +259,38 @@ fn router(server: McpServer, gate: Arc<Gate>) -> Router {
         None => mcp_routes,
     };
     routes.layer(from_fn_with_state(gate, guard_origin))
+}
+
+/// CORS for the browser pages of `--allowed-origin` (none without it): a
+/// preflight from one is answered (the methods MCP uses; the headers it
+/// asks for, `Authorization` and `Mcp-Param-*` among them), and its
+/// responses let it read `Mcp-Session-Id`, `MCP-Protocol-Version` and
+/// `WWW-Authenticate`. The origin was let through, but with no CORS a page
+/// could never send an MCP request (each needs a preflight, answered 405)
+/// nor read a session id (a helper's find). Other origins get none of it,
+/// and their requests are still refused 403 (`origin.rs`).
+fn browser_pages(allowed: &[String]) -> Result<Option<tower_http::cors::CorsLayer>> {
+    use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
+    if allowed.is_empty() {
+        return Ok(None);
+    }
+    let origins = allowed
+        .iter()
+        .map(|o| axum::http::HeaderValue::from_str(o))
+        .collect::<Result<Vec<_>, _>>()
+        .context("an --allowed-origin is not a header value")?;
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers(AllowHeaders::mirror_request())
+            .expose_headers([
+                header::HeaderName::from_static(SESSION_HEADER),
+                header::HeaderName::from_static("mcp-protocol-version"),
+                header::WWW_AUTHENTICATE,
+            ])
+            .max_age(Duration::from_secs(600)),
+    ))
 }
 
 async fn resource_metadata(State(gate): State<Arc<Gate>>) -> Json<Value> {
