@@ -1455,6 +1455,50 @@ async fn encoded_bodies_and_doubled_mcp_headers_are_refused() {
     assert_eq!(r.status(), 200);
 }
 
+/// `Mcp-Method` and `Mcp-Name`, when sent, must say what the body asks for
+/// in a 2025-11-25 session too (rmcp checks them on 2026-07-28 requests
+/// only): a call of `write_file` whose headers said `tools/list` or
+/// `read_file` ran, and a proxy routing on the headers could be steered
+/// (a helper's find). Now 400 with -32020, by the request's id, not run.
+#[tokio::test]
+async fn mcp_headers_that_disagree_with_the_body_are_refused_in_sessions() {
+    let (wt, plugins) = (worktree(), workspace_plugins());
+    let s = token_server(wt.path(), plugins.path(), &[]);
+    let c = client();
+    let (sid, _) = open_session(&c, &s.url).await;
+    let write = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "steered.txt", "content": "x"}}});
+    for (header, value) in [
+        ("Mcp-Method", "tools/list"),
+        ("Mcp-Name", "read_file"),
+        ("Mcp-Name", "=?base64?cmVhZF9maWxl?="),
+    ] {
+        let r = in_session(&c, &s.url, &sid, &write)
+            .header(header, value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{header}: {value}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], -32020, "{answer}");
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert!(
+            !wt.path().join("steered.txt").exists(),
+            "{header} ran the call"
+        );
+    }
+    let r = in_session(&c, &s.url, &sid, &write)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "=?base64?d3JpdGVfZmlsZQ==?=")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let answer = message_of(r).await;
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(wt.path().join("steered.txt").exists());
+}
+
 /// A 2026-07-28 `tools/call` of a tool whose input schema mirrors an
 /// argument into a header (`x-mcp-header`): the `Mcp-Param-*` header must
 /// agree with the body, be there, and come once; else 400 with -32020, as

@@ -324,6 +324,12 @@ async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         Ok(read) => read,
         Err(refused) => return refused,
     };
+    if let Some(refused) = requested
+        .as_ref()
+        .and_then(|r| headers_disagree(req.headers(), r))
+    {
+        return refused;
+    }
     // From here the request is served; while its body came, its connection
     // could still be closed for a new one.
     if let Some(mark) = mark {
@@ -586,6 +592,12 @@ async fn read_body(gate: &Gate, req: Request) -> Result<BodyRead, Response> {
         crate::stdio_reader::Line::Message(m) => match m {
             rmcp::model::JsonRpcMessage::Request(r) => Some(Requested {
                 method: r.request.method().to_owned(),
+                name: match &r.request {
+                    rmcp::model::ClientRequest::CallToolRequest(call) => {
+                        Some(call.params.name.to_string())
+                    }
+                    _ => None,
+                },
                 id: r.id,
             }),
             _ => None,
@@ -698,7 +710,51 @@ async fn collect_within(mut body: Body, max: usize) -> Result<axum::body::Bytes,
 /// What a POST asks for.
 struct Requested {
     method: String,
+    /// The tool a `tools/call` names.
+    name: Option<String>,
     id: RequestId,
+}
+
+/// 400 with -32020 when `Mcp-Method` or `Mcp-Name` is sent and is not what
+/// the body asks for, whatever the protocol version: rmcp checks them on
+/// 2026-07-28 requests only, and a 2025-11-25 session's request saying
+/// `tools/list` in its headers ran a `write_file` (a proxy in front routing
+/// on the headers could be steered; a helper's find).
+fn headers_disagree(headers: &axum::http::HeaderMap, requested: &Requested) -> Option<Response> {
+    let said = |name: &str| {
+        let value = headers.get(name)?.to_str().ok()?;
+        Some(decoded_header_value(value).unwrap_or_else(|| value.to_owned()))
+    };
+    let method = said("mcp-method").filter(|m| *m != requested.method);
+    let name = said("mcp-name").filter(|n| requested.name.as_ref().is_some_and(|t| t != n));
+    let (header, value) = match (method, name) {
+        (Some(m), _) => ("Mcp-Method", m),
+        (None, Some(n)) => ("Mcp-Name", n),
+        (None, None) => return None,
+    };
+    let error = rmcp::model::ErrorData::new(
+        rmcp::model::ErrorCode::HEADER_MISMATCH,
+        format!(
+            "the {header} header ({}) is not what the request's body asks for; it was not run",
+            wasm_mcp_protocol::text::head_chars(&value, 64)
+        ),
+        None,
+    );
+    Some(bad_message(&Answer::error(
+        error,
+        Some(requested.id.clone()),
+    )))
+}
+
+/// A header value sent as `=?base64?…?=` (MCP's form for values that are
+/// not plain ASCII), decoded; `None` for a value in another form.
+fn decoded_header_value(value: &str) -> Option<String> {
+    use base64::Engine;
+    let inner = value.strip_prefix("=?base64?")?.strip_suffix("?=")?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(inner)
+        .ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// Ids of requests running in 2025-11-25 sessions, by session: JSON-RPC
