@@ -1373,3 +1373,32 @@ async fn a_tracked_bare_fixture_is_left_to_the_user() {
         }
     }
 }
+
+/// A bare layout in other letter cases (`src/Head`, `Objects/`, `Refs/`)
+/// is a repository to git on a case-insensitive file system, a checkout of
+/// the branch on macOS or Windows: its `Head` is left out of the commit
+/// too, and set aside in a kept worktree.
+#[tokio::test]
+async fn a_bare_layout_in_other_cases_is_left_out() {
+    for keep in [false, true] {
+        let env = Env::new();
+        let act = |wt: &Path| {
+            let src = wt.join("src");
+            for d in ["Objects/info", "Refs/heads"] {
+                std::fs::create_dir_all(src.join(d)).unwrap();
+            }
+            std::fs::write(src.join("Head"), "ref: refs/heads/main\n").unwrap();
+            std::fs::write(src.join("Config"), "[core]\n\tfsmonitor = true\n").unwrap();
+            std::fs::write(src.join("Objects/info/packs"), "\n").unwrap();
+        };
+        let report = env.run(act, |o| o.keep_worktree = keep).await;
+        assert!(report.ok(), "{:?}", report.error);
+        let c = committed(&report);
+        let files = git_ok(&env.repo(), &["ls-tree", "-r", "--name-only", &c.commit]);
+        assert!(!files.lines().any(|l| l == "src/Head"), "{files}");
+        assert!(files.lines().any(|l| l == "src/Config"), "{files}");
+        if keep {
+            assert!(!report.worktree.join("src/Head").exists());
+        }
+    }
+}

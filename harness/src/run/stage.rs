@@ -305,14 +305,15 @@ fn index_differs(g: &Git, filter: &str) -> Result<Vec<GitPath>, GitError> {
 /// on the branch once checked out (a helper's find). Without its `HEAD`
 /// the directory is not a repository to git.
 fn head_of_a_git_dir(work_tree: &Path, p: &[u8], skipped: &mut LeftOut) -> bool {
-    let Some(dir) = p.strip_suffix(b"HEAD") else {
-        return false;
+    let (dir, name) = match p.iter().rposition(|b| *b == b'/') {
+        Some(i) => (&p[..=i], &p[i + 1..]),
+        None => (&b""[..], p),
     };
-    if !(dir.is_empty() || dir.ends_with(b"/")) {
+    if !name.eq_ignore_ascii_case(b"HEAD") {
         return false;
     }
     let at = work_tree.join(OsStr::from_bytes(dir));
-    if !git_dir_shaped(&at) {
+    if git_dir_heads(&at).is_empty() {
         return false;
     }
     skipped.note(format!(
@@ -327,17 +328,41 @@ fn head_of_a_git_dir(work_tree: &Path, p: &[u8], skipped: &mut LeftOut) -> bool 
     true
 }
 
-/// Whether git could take `dir` for a repository: a `HEAD` file with
-/// `objects/` and `refs/` beside it, or with a `commondir` file (git then
-/// looks for `objects/` and `refs/` in the directory it names: a tool's
-/// `src/HEAD` + `src/commondir` naming `../lib/fake` was taken for a
-/// repository whose `config.worktree` set `core.worktree = ..`, and the
-/// user's `git status` in `src/` ran its `core.fsmonitor`; a helper's find).
-fn git_dir_shaped(dir: &Path) -> bool {
-    let dir_at = |name: &str| std::fs::metadata(dir.join(name)).is_ok_and(|m| m.is_dir());
-    std::fs::symlink_metadata(dir.join("HEAD")).is_ok_and(|m| !m.is_dir())
-        && (std::fs::symlink_metadata(dir.join("commondir")).is_ok()
-            || (dir_at("objects") && dir_at("refs")))
+/// The `HEAD` files of `dir` when git could take it for a repository: a
+/// `HEAD` file with `objects/` and `refs/` beside it, or with a
+/// `commondir` file (git then looks for `objects/` and `refs/` in the
+/// directory it names: a tool's `src/HEAD` + `src/commondir` naming
+/// `../lib/fake` was taken for a repository whose `config.worktree` set
+/// `core.worktree = ..`, and the user's `git status` in `src/` ran its
+/// `core.fsmonitor`; a helper's find). Names in any case: on a
+/// case-insensitive file system (a checkout of the branch on macOS or
+/// Windows) `src/Head` with `Objects/` and `Refs/` is a repository too.
+/// Empty when it is not one.
+fn git_dir_heads(dir: &Path) -> Vec<PathBuf> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let (mut heads, mut common, mut objects, mut refs) = (Vec::new(), false, false, false);
+    for entry in read.flatten() {
+        let name = entry.file_name();
+        let n = name.as_bytes();
+        let is_dir = || std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir());
+        if n.eq_ignore_ascii_case(b"HEAD") {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                heads.push(entry.path());
+            }
+        } else if n.eq_ignore_ascii_case(b"commondir") {
+            common = true;
+        } else if n.eq_ignore_ascii_case(b"objects") {
+            objects |= is_dir();
+        } else if n.eq_ignore_ascii_case(b"refs") {
+            refs |= is_dir();
+        }
+    }
+    match common || (objects && refs) {
+        true => heads,
+        false => Vec::new(),
+    }
 }
 
 /// Report the new files that `update-index --add` passed over with a
@@ -600,7 +625,7 @@ const MAX_WALKED: usize = 1_000_000;
 
 /// Before a worktree is left to the user: every `.git` below its root (a
 /// directory, file or link a tool wrote), and the `HEAD` of every directory
-/// git would take for a repository ([`git_dir_shaped`]), is renamed aside,
+/// git would take for a repository ([`git_dir_heads`]), is renamed aside,
 /// so that no git
 /// the user runs in it, at the root or in a subdirectory, takes that
 /// repository and its config (`core.fsmonitor` ran for a plain `git
@@ -618,8 +643,19 @@ pub fn set_aside_git_dirs(g: &Git, work_tree: &Path) -> Vec<String> {
     let mut walked = 0usize;
     let mut dirs = vec![work_tree.to_path_buf()];
     while let Some(d) = dirs.pop() {
-        if d != work_tree && git_dir_shaped(&d) && !as_checked_out(g, work_tree, &d) {
-            lines.push(set_aside(work_tree, &d.join("HEAD"), &aside));
+        let heads = match d == work_tree {
+            true => Vec::new(),
+            false => git_dir_heads(&d),
+        };
+        if !heads.is_empty() && !as_checked_out(g, work_tree, &d) {
+            // `HEAD` and `Head` both: each under a name of its own.
+            for (i, head) in heads.iter().enumerate() {
+                let name = match i {
+                    0 => aside.clone(),
+                    _ => format!("{aside}-{i}"),
+                };
+                lines.push(set_aside(work_tree, head, &name));
+            }
         }
         let Ok(read) = std::fs::read_dir(&d) else {
             continue;
