@@ -163,17 +163,7 @@ fn edits_outside_sparse_patterns(
     // listing of new files finds what is in it. It stayed, and its files
     // were in no list (a helper's find).
     let dirs = without_gitlinks(g, dirs)?;
-    if !dirs.is_empty() {
-        let list = write_list(scratch, "made-dirs", &dirs)?;
-        let args = ["update-index", "--force-remove", "-z", "--stdin"];
-        let out = g.run_raw(&args, Some(&list.0))?;
-        if out.code != 0 {
-            return Err(GitError {
-                args: args.join(" "),
-                message: out.stderr,
-            });
-        }
-    }
+    update_index(g, scratch, "--force-remove", &dirs)?;
     Ok(files)
 }
 
@@ -186,18 +176,25 @@ fn mark_never_checked_out(g: &Git, scratch: &Path) -> Result<bool, GitError> {
         return Ok(false);
     }
     let absent = index_differs(g, "D")?;
-    if !absent.is_empty() {
-        let list = write_list(scratch, "never-checked-out", &absent)?;
-        let args = ["update-index", "--skip-worktree", "-z", "--stdin"];
-        let out = g.run_raw(&args, Some(&list.0))?;
-        if out.code != 0 {
-            return Err(GitError {
-                args: args.join(" "),
-                message: out.stderr,
-            });
-        }
-    }
+    update_index(g, scratch, "--skip-worktree", &absent)?;
     Ok(true)
+}
+
+/// `git update-index <flag>` on `paths` (none: nothing run).
+fn update_index(g: &Git, scratch: &Path, flag: &str, paths: &[GitPath]) -> Result<(), GitError> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let list = write_list(scratch, "update-index", paths)?;
+    let args = ["update-index", flag, "-z", "--stdin"];
+    let out = g.run_raw(&args, Some(&list.0))?;
+    match out.code {
+        0 => Ok(()),
+        _ => Err(GitError {
+            args: args.join(" "),
+            message: out.stderr,
+        }),
+    }
 }
 
 /// `paths` less the index's gitlinks (submodules, whose directory is
@@ -261,19 +258,7 @@ pub fn mark_absent_in_sparse_checkout(
     }
     let mut absent = index_differs(g, "D")?;
     absent.retain(|p| was.contains(p));
-    if absent.is_empty() {
-        return Ok(());
-    }
-    let list = write_list(scratch, "absent", &absent)?;
-    let args = ["update-index", "--skip-worktree", "-z", "--stdin"];
-    let out = g.run_raw(&args, Some(&list.0))?;
-    match out.code {
-        0 => Ok(()),
-        _ => Err(GitError {
-            args: args.join(" "),
-            message: out.stderr,
-        }),
-    }
+    update_index(g, scratch, "--skip-worktree", &absent)
 }
 
 fn sparse_checkout(g: &Git) -> bool {
