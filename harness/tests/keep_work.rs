@@ -1402,3 +1402,125 @@ async fn a_bare_layout_in_other_cases_is_left_out() {
         }
     }
 }
+
+/// The user's `git status` in `dir` of a checkout of `commit`, and in
+/// `kept` (a kept worktree's `dir`) when there is one.
+fn status_in_checkouts(env: &Env, commit: &str, dir: &str, kept: Option<&Path>) {
+    let out = env.dir.path().join("checkout");
+    git_ok(
+        &env.repo(),
+        &["worktree", "add", "-q", out.to_str().unwrap(), commit],
+    );
+    let _ = user_git(&out.join(dir), &["status", "--short"]);
+    if let Some(kept) = kept {
+        let _ = user_git(&kept.join(dir), &["status", "--short"]);
+    }
+}
+
+/// A tool's bare repository written at a submodule path of the base (an
+/// empty directory in the worktree): git lists nothing inside a submodule
+/// path, so it passed as the project's own checked-out repository and was
+/// left in the kept worktree, where the user's `git status` there ran its
+/// `core.fsmonitor` (a helper's find). Its `HEAD` is set aside.
+#[tokio::test]
+async fn a_bare_layout_at_a_submodule_path_is_set_aside() {
+    let env = Env::new();
+    add_submodule_path(&env.repo());
+    let (script, marker) = env.marker();
+    let act = move |wt: &Path| {
+        std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+        let lib = wt.join("vendor/lib");
+        plant_poisoned_git_dir(&lib, &script);
+        let mut text = std::fs::read_to_string(lib.join("config")).unwrap();
+        text.push_str("[core]\n\tworktree = .\n");
+        std::fs::write(lib.join("config"), text).unwrap();
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(report.worktree_kept, "{:?}", report.work);
+    let lib = report.worktree.join("vendor/lib");
+    let _ = user_git(&lib, &["status", "--short"]);
+    assert!(!lib.join("HEAD").exists(), "{:?}", report.work.set_aside);
+    assert!(
+        !marker.exists(),
+        "the tool's repository ran for the user: {}",
+        std::fs::read_to_string(&marker).unwrap()
+    );
+}
+
+/// Git takes `objects` and `refs` of any kind (it asks only that it may
+/// search them): links that dangle in the worktree and resolve in the
+/// user's checkout (`src/refs -> ../.git/refs`) made `src/` a repository
+/// there, and its committed config ran for the user's `git status` in
+/// `src/` (a helper's find). Its `HEAD` is left out.
+#[tokio::test]
+async fn links_as_objects_and_refs_make_a_repository_too() {
+    let env = Env::new();
+    let repo = env.repo();
+    std::fs::create_dir(repo.join("src")).unwrap();
+    std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
+    commit_all(&repo, &["src/a.rs"]);
+    let (script, marker) = env.marker();
+    let act = move |wt: &Path| {
+        let src = wt.join("src");
+        plant_poisoned_git_dir(&src, &script);
+        for name in ["objects", "refs"] {
+            std::fs::remove_dir_all(src.join(name)).unwrap();
+            std::os::unix::fs::symlink(format!("../.git/{name}"), src.join(name)).unwrap();
+        }
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &c.commit]);
+    assert!(!files.lines().any(|l| l == "src/HEAD"), "{files}");
+    status_in_checkouts(&env, &c.commit, "src", None);
+    assert!(
+        !marker.exists(),
+        "the tool's layout ran for the user: {}",
+        std::fs::read_to_string(&marker).unwrap()
+    );
+}
+
+/// A tool's edit of a tracked `HEAD` (`docs/HEAD`), with a config and the
+/// rest of a repository beside it: tracked files went onto the branch
+/// unchecked, and the user's `git status` in `docs/` of a checkout ran the
+/// config's `core.fsmonitor` (a helper's find). A repository's settings
+/// are committed as in the base: the `HEAD` as it was, the new config not.
+#[tokio::test]
+async fn a_repository_s_settings_are_committed_as_in_the_base() {
+    let env = Env::new();
+    let repo = env.repo();
+    std::fs::create_dir(repo.join("docs")).unwrap();
+    std::fs::write(repo.join("docs/HEAD"), "the head of the docs\n").unwrap();
+    commit_all(&repo, &["docs/HEAD"]);
+    let (script, marker) = env.marker();
+    let act = move |wt: &Path| {
+        plant_poisoned_git_dir(&wt.join("docs"), &script);
+        std::fs::write(wt.join("docs/objects/k"), "k\n").unwrap();
+        std::fs::write(wt.join("docs/refs/heads/k"), "k\n").unwrap();
+        std::fs::write(wt.join("NOTES.md"), "notes\n").unwrap();
+    };
+    let report = env.run(act, |_| {}).await;
+    assert!(report.ok(), "{:?}", report.error);
+    let c = committed(&report);
+    let show = |p: &str| user_git(&repo, &["show", &format!("{}:{p}", c.commit)]);
+    assert_eq!(
+        String::from_utf8_lossy(&show("docs/HEAD").stdout),
+        "the head of the docs\n"
+    );
+    assert!(
+        !show("docs/config").status.success(),
+        "the tool's config was committed"
+    );
+    assert!(
+        c.skipped.iter().any(|s| s.contains("docs/config")),
+        "{:?}",
+        c.skipped
+    );
+    status_in_checkouts(&env, &c.commit, "docs", None);
+    assert!(
+        !marker.exists(),
+        "the tool's settings ran for the user: {}",
+        std::fs::read_to_string(&marker).unwrap()
+    );
+}

@@ -120,6 +120,7 @@ pub fn stage_all(
         .collect();
     add_files(&g, work_tree, &new, scratch, &mut skipped)?;
     refused_by_git(&g, &nested, &new, &mut skipped)?;
+    keep_repo_settings_as_in_base(&g, work_tree, head, scratch, &mut skipped)?;
     for (dir, _) in &nested.hidden {
         skipped.note(format!(
             "{}/.git (a nested repository's history; its files are committed)",
@@ -313,13 +314,128 @@ fn head_of_a_git_dir(work_tree: &Path, p: &[u8], skipped: &mut LeftOut) -> bool 
     true
 }
 
+/// The files git takes a repository's identity and settings from.
+const REPO_SETTINGS: [&[u8]; 4] = [b"HEAD", b"config", b"config.worktree", b"commondir"];
+
+/// In every directory the commit would hold as a repository to git (a
+/// `HEAD` with `objects` and `refs`, or with `commondir`; in the index or
+/// in the worktree), its [`REPO_SETTINGS`] files are committed as they are
+/// in the base: what a tool changed or added of them is left out, and
+/// listed. A tool's edit of a tracked `docs/HEAD`, or of a tracked test
+/// fixture's `config`, was committed, and the user's `git status` in that
+/// directory of a checkout of the branch ran its `core.fsmonitor` (a
+/// helper's find). Only new files were checked before.
+fn keep_repo_settings_as_in_base(
+    g: &Git,
+    work_tree: &Path,
+    head: &str,
+    scratch: &Path,
+    skipped: &mut LeftOut,
+) -> Result<(), GitError> {
+    let index = g.run_raw(&["ls-files", "-z", "-s"], None)?;
+    // `<mode> <object> <stage>\t<path>`
+    let entries: Vec<(&[u8], &[u8])> = index
+        .records()
+        .filter_map(|r| {
+            let tab = r.iter().position(|b| *b == b'\t')?;
+            Some((&r[..tab], &r[tab + 1..]))
+        })
+        .collect();
+    let split = |p: &'_ [u8]| -> (Vec<u8>, Vec<u8>) {
+        match p.iter().rposition(|b| *b == b'/') {
+            Some(i) => (p[..i].to_vec(), p[i + 1..].to_vec()),
+            None => (Vec::new(), p.to_vec()),
+        }
+    };
+    let named = |n: &[u8], want: &[u8]| n.eq_ignore_ascii_case(want);
+    // Directories holding an entry of each kind, by the first component
+    // below them (`dir/objects/x` counts for `objects` in `dir`).
+    let mut holds: std::collections::HashMap<Vec<u8>, [bool; 4]> = Default::default();
+    for (_, path) in &entries {
+        let parts: Vec<&[u8]> = path.split(|b| *b == b'/').collect();
+        for i in 0..parts.len() {
+            let dir = parts[..i].join(&b'/');
+            let flags = holds.entry(dir).or_default();
+            let n = parts[i];
+            let last = i + 1 == parts.len();
+            flags[0] |= last && named(n, b"HEAD");
+            flags[1] |= named(n, b"objects");
+            flags[2] |= named(n, b"refs");
+            flags[3] |= last && named(n, b"commondir");
+        }
+    }
+    let shaped = |dir: &[u8]| {
+        let in_index = holds
+            .get(dir)
+            .is_some_and(|f| f[0] && (f[3] || (f[1] && f[2])));
+        !dir.is_empty()
+            && (in_index || !git_dir_heads(&work_tree.join(OsStr::from_bytes(dir))).is_empty())
+    };
+    let mut reset = Vec::new();
+    let mut removed = Vec::new();
+    for (stage, path) in &entries {
+        let (dir, name) = split(path);
+        if !REPO_SETTINGS.iter().any(|s| named(&name, s)) || !holds.get(&dir).is_some_and(|f| f[0])
+        {
+            continue;
+        }
+        if !shaped(&dir) {
+            continue;
+        }
+        let spec = [b":(literal)".as_slice(), path].concat();
+        let args = [
+            OsStr::new("ls-tree"),
+            OsStr::new("-z"),
+            OsStr::new("--full-tree"),
+            OsStr::new(head),
+            OsStr::new("--"),
+            OsStr::from_bytes(&spec),
+        ];
+        let base = g.run_raw(&args, None)?;
+        // `<mode> <type> <object>\t<path>` against `<mode> <object> <stage>`
+        let base_entry = base.records().next().and_then(|r| {
+            let tab = r.iter().position(|b| *b == b'\t')?;
+            let f: Vec<&[u8]> = r[..tab].split(|b| *b == b' ').collect();
+            Some((f.first()?.to_vec(), f.get(2)?.to_vec()))
+        });
+        let now: Vec<&[u8]> = stage.split(|b| *b == b' ').collect();
+        let (now_mode, now_object) = (now.first().copied(), now.get(1).copied());
+        match base_entry {
+            Some((mode, object))
+                if Some(mode.as_slice()) == now_mode && Some(object.as_slice()) == now_object =>
+            {
+                continue
+            }
+            Some((mode, object)) => reset.push((mode, object, path.to_vec())),
+            None => removed.push(path.to_vec()),
+        }
+        skipped.note(format!(
+            "{} (a repository's settings in a directory git would take for one: kept as in the base)",
+            shown(path)
+        ));
+    }
+    update_index(g, scratch, "--force-remove", &removed)?;
+    for (mode, object, path) in reset {
+        let info = [&mode[..], b",", &object[..], b",", &path[..]].concat();
+        g.run(&[
+            OsStr::new("update-index"),
+            OsStr::new("--cacheinfo"),
+            OsStr::from_bytes(&info),
+        ])?;
+    }
+    Ok(())
+}
+
 /// The `HEAD` files of `dir` when git could take it for a repository: a
 /// `HEAD` file with `objects/` and `refs/` beside it, or with a
 /// `commondir` file (git then looks for `objects/` and `refs/` in the
 /// directory it names: a tool's `src/HEAD` + `src/commondir` naming
 /// `../lib/fake` was taken for a repository whose `config.worktree` set
 /// `core.worktree = ..`, and the user's `git status` in `src/` ran its
-/// `core.fsmonitor`; a helper's find). Names in any case: on a
+/// `core.fsmonitor`; a helper's find). `objects` and `refs` of any kind:
+/// git asks only that it may search them, so a link to an executable, or
+/// one that dangles here and resolves in the user's checkout
+/// (`src/refs -> ../.git/refs`), counts (a helper's find). Names in any case: on a
 /// case-insensitive file system (a checkout of the branch on macOS or
 /// Windows) `src/Head` with `Objects/` and `Refs/` is a repository too.
 /// Empty when it is not one.
@@ -331,7 +447,6 @@ fn git_dir_heads(dir: &Path) -> Vec<PathBuf> {
     for entry in read.flatten() {
         let name = entry.file_name();
         let n = name.as_bytes();
-        let is_dir = || std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir());
         if n.eq_ignore_ascii_case(b"HEAD") {
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 heads.push(entry.path());
@@ -339,9 +454,9 @@ fn git_dir_heads(dir: &Path) -> Vec<PathBuf> {
         } else if n.eq_ignore_ascii_case(b"commondir") {
             common = true;
         } else if n.eq_ignore_ascii_case(b"objects") {
-            objects |= is_dir();
+            objects = true;
         } else if n.eq_ignore_ascii_case(b"refs") {
-            refs |= is_dir();
+            refs = true;
         }
     }
     match common || (objects && refs) {
@@ -627,12 +742,26 @@ pub fn set_aside_git_dirs(g: &Git, work_tree: &Path) -> Vec<String> {
     let mut lines = Vec::new();
     let mut walked = 0usize;
     let mut dirs = vec![work_tree.to_path_buf()];
+    // Directories holding tracked files: only those can be the user's
+    // (asked of git once, not three times for each of a tool's thousands).
+    let mut tracked_dirs: Option<HashSet<GitPath>> = None;
     while let Some(d) = dirs.pop() {
         let heads = match d == work_tree {
             true => Vec::new(),
             false => git_dir_heads(&d),
         };
-        if !heads.is_empty() && !as_checked_out(g, work_tree, &d) {
+        let users = |tracked: &mut Option<HashSet<GitPath>>| {
+            let rel = d
+                .strip_prefix(work_tree)
+                .unwrap_or(&d)
+                .as_os_str()
+                .as_bytes();
+            tracked
+                .get_or_insert_with(|| dirs_of_tracked_files(g))
+                .contains(rel)
+                && as_checked_out(g, work_tree, &d)
+        };
+        if !heads.is_empty() && !users(&mut tracked_dirs) {
             // `HEAD` and `Head` both: each under a name of its own.
             for (i, head) in heads.iter().enumerate() {
                 let name = match i {
@@ -669,7 +798,31 @@ pub fn set_aside_git_dirs(g: &Git, work_tree: &Path) -> Vec<String> {
             }
         }
     }
+    if lines.len() > MAX_LISTED {
+        let more = lines.len() - MAX_LISTED;
+        lines.truncate(MAX_LISTED);
+        lines.push(format!("... and {more} more set aside the same way"));
+    }
     lines
+}
+
+/// Every directory holding a file `g`'s index tracks, at any depth
+/// (relative to the work tree, `/`-separated); empty if git fails.
+fn dirs_of_tracked_files(g: &Git) -> HashSet<GitPath> {
+    let Ok(out) = g.run_raw(&["ls-files", "-z"], None) else {
+        return HashSet::new();
+    };
+    let mut dirs = HashSet::new();
+    for path in out.records() {
+        let mut at = path;
+        while let Some(i) = at.iter().rposition(|b| *b == b'/') {
+            at = &at[..i];
+            if !dirs.insert(at.to_vec()) {
+                break;
+            }
+        }
+    }
+    dirs
 }
 
 /// Whether the directory `dir` holds files `g`'s index tracks, and nothing
@@ -685,12 +838,16 @@ fn as_checked_out(g: &Git, work_tree: &Path, dir: &Path) -> bool {
             .filter(|out| out.code == 0)
             .map(|out| out.stdout)
     };
-    let tracked = listed(&["ls-files", "-z"]);
+    // With stages: a submodule's entry (mode 160000) makes a directory look
+    // tracked while git lists nothing inside it, and a tool's repository
+    // written at a submodule path passed as the project's (a helper's find).
+    let tracked = listed(&["ls-files", "-z", "-s"]);
+    let gitlink = |t: &[u8]| t.split(|b| *b == 0).any(|r| r.starts_with(b"160000 "));
     let untracked = listed(&["ls-files", "-z", "-o"]);
     let changed = listed(&["diff-files", "-z", "--name-only"]);
     matches!(
         (tracked, untracked, changed),
-        (Some(t), Some(u), Some(c)) if !t.is_empty() && u.is_empty() && c.is_empty()
+        (Some(t), Some(u), Some(c)) if !t.is_empty() && !gitlink(&t) && u.is_empty() && c.is_empty()
     )
 }
 
