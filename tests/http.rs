@@ -197,7 +197,13 @@ fn non_loopback_bind_without_auth_is_refused() {
 async fn allowed_browser_origins_get_cors() {
     let (wt, plugins) = (worktree(), workspace_plugins());
     let page = "http://app.example.com";
-    let s = token_server(wt.path(), plugins.path(), &["--allowed-origin", page]);
+    // Written as copied from an address bar: compared as the Origin check
+    // compares it (it let the page in and gave it no CORS).
+    let s = token_server(
+        wt.path(),
+        plugins.path(),
+        &["--allowed-origin", "http://App.Example.com/"],
+    );
     let c = client();
     let preflight = |origin: &'static str| {
         c.request(reqwest::Method::OPTIONS, &s.url)
@@ -212,6 +218,19 @@ async fn allowed_browser_origins_get_cors() {
     let r = preflight(page).await.unwrap();
     assert!(r.status().is_success(), "{}", r.status());
     let h = r.headers();
+    // Answered with no token: not kept for the next request (tokenless
+    // preflights held connections and pushed out token holders').
+    let mut tcp = raw_connection(&s.base);
+    let authority = s.base.trim_start_matches("http://");
+    let head = format!(
+        "OPTIONS /mcp HTTP/1.1\r\nHost: {authority}\r\nOrigin: {page}\r\n\
+         Access-Control-Request-Method: POST\r\n\r\n"
+    );
+    tcp.write_all(head.as_bytes()).unwrap();
+    assert!(
+        closed_by_server(&mut tcp),
+        "a preflight's connection was kept"
+    );
     assert_eq!(h["access-control-allow-origin"], page);
     let methods = h["access-control-allow-methods"].to_str().unwrap();
     assert!(
@@ -226,8 +245,38 @@ async fn allowed_browser_origins_get_cors() {
         allowed.contains("authorization") && allowed.contains("mcp-param-region"),
         "{allowed}"
     );
+    // Inside the Origin and Host checks: a preflight of another origin, or
+    // with another Host, is 403 (it was answered 200 whatever it named).
     let r = preflight("http://evil.example").await.unwrap();
+    assert_eq!(r.status(), 403);
     assert!(r.headers().get("access-control-allow-origin").is_none());
+    let port = s.base.rsplit(':').next().unwrap().to_string();
+    let r = c
+        .request(reqwest::Method::OPTIONS, &s.url)
+        .header("Host", format!("evil.example:{port}"))
+        .header("Origin", page)
+        .header("Access-Control-Request-Method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // Origins no page should be trusted with are refused at start.
+    for bad in ["null", "*", "http://*.example.com", "app.example.com"] {
+        let err = refused_start(
+            &[
+                "--worktree",
+                ".",
+                "--plugins",
+                ".",
+                "--http",
+                "127.0.0.1:0",
+                "--allowed-origin",
+                bad,
+            ],
+            &[],
+        );
+        assert!(err.contains("--allowed-origin"), "{bad}: {err}");
+    }
     // The page's own requests: answered with what it may read.
     let r = post(&c, &s.url, &list_body())
         .bearer_auth(TOKEN)
@@ -1468,17 +1517,21 @@ async fn mcp_headers_that_disagree_with_the_body_are_refused_in_sessions() {
     let (sid, _) = open_session(&c, &s.url).await;
     let write = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "write_file", "arguments": {"path": "steered.txt", "content": "x"}}});
+    let not_text = |v: &[u8]| reqwest::header::HeaderValue::from_bytes(v).unwrap();
     for (header, value) in [
-        ("Mcp-Method", "tools/list"),
-        ("Mcp-Name", "read_file"),
-        ("Mcp-Name", "=?base64?cmVhZF9maWxl?="),
+        ("Mcp-Method", not_text(b"tools/list")),
+        ("Mcp-Name", not_text(b"read_file")),
+        ("Mcp-Name", not_text(b"=?base64?cmVhZF9maWxl?=")),
+        // Not text: it read as not sent, and the call ran.
+        ("Mcp-Method", not_text(b"tools/call\xff")),
+        ("Mcp-Name", not_text(b"write_file\xa0")),
     ] {
         let r = in_session(&c, &s.url, &sid, &write)
-            .header(header, value)
+            .header(header, value.clone())
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 400, "{header}: {value}");
+        assert_eq!(r.status(), 400, "{header}: {value:?}");
         let answer: Value = r.json().await.unwrap();
         assert_eq!(answer["error"]["code"], -32020, "{answer}");
         assert_eq!(answer["id"], 7, "{answer}");
@@ -1529,6 +1582,21 @@ async fn tool_argument_headers_are_checked_against_the_body() {
         let answer: Value = r.json().await.unwrap();
         assert_eq!(answer["error"]["code"], -32020, "{why}: {answer}");
     }
+    // An integer past JavaScript's safe range, whose header clients leave
+    // out (and rmcp would read back as a float): numeric headers go
+    // unchecked, the call is served (it was refused -32020).
+    let big = call_body(
+        2,
+        "routed_by_header",
+        json!({"region": "eu-west", "n": 1u64 << 60}),
+    );
+    let r = post(&c, &s.url, &big)
+        .bearer_auth(TOKEN)
+        .header("Mcp-Param-Region", "eu-west")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     let r = with(&["eu-west"]).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let answer = rpc_message(&r.text().await.unwrap());

@@ -142,6 +142,10 @@ fn load_schema(
     let limits = SchemaLimits::default();
     check_schema_text(text, &limits).with_context(|| format!("{what} refused"))?;
     let obj = parse_object_schema(text, &what)?;
+    if schema_use == SchemaUse::Arguments {
+        wasm_mcp_protocol::header_params::check_header_annotations(&obj)
+            .map_err(|e| anyhow::anyhow!("{what} refused: {e}"))?;
+    }
     let schema = Value::Object(obj.clone());
     let checked = CheckedSchema::compile_within(&schema, &limits, schema_use, budget).map_err(
         |e| match e {
@@ -495,6 +499,19 @@ mod tests {
             "{e}"
         );
         assert!(load_schema(r#"{"type":"object"}"#, SchemaUse::Arguments, &mut empty()).is_ok());
+        // An `x-mcp-header` that conforming 2026-07-28 clients drop the
+        // tool for (they never showed it, and its calls were refused for a
+        // header no client can send): refused at load, saying why.
+        let bad =
+            r#"{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Bad Name"}}}"#;
+        let e = load_schema(bad, SchemaUse::Arguments, &mut empty())
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .contains("input-schema refused: property `a`: x-mcp-header"),
+            "{e}"
+        );
     }
 
     /// A result is checked as the SDKs check it again (floating-point

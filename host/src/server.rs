@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
+    CustomResult, Implementation, JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams,
     ProtocolVersion, RequestId, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
@@ -205,7 +205,9 @@ impl ServerHandler for McpServer {
     /// without it none was checked, and a proxy routing on those headers
     /// could be steered (a helper's find).
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.registry.catalog().get(name).map(|t| t.tool.clone())
+        let mut tool = self.registry.catalog().get(name)?.tool.clone();
+        tool.input_schema = without_numeric_header_params(tool.input_schema);
+        Some(tool)
     }
 
     async fn list_tools(
@@ -332,6 +334,39 @@ fn tool_result(
             )
         }
     }
+}
+
+/// `schema` less the `x-mcp-header` annotations of its numeric properties,
+/// for rmcp's check of `Mcp-Param-*` headers: clients leave the header out
+/// for an integer past JavaScript's safe range (the TypeScript SDK 2.4, the
+/// Inspector), and rmcp renders integers past 64 bits as floats, so such
+/// calls were refused -32020 (a helper's find). Those headers go
+/// unchecked; `tools/list` still shows the annotations.
+fn without_numeric_header_params(schema: Arc<JsonObject>) -> Arc<JsonObject> {
+    fn numeric(property: &Value) -> bool {
+        let is_numeric = |t: &Value| matches!(t.as_str(), Some("integer" | "number"));
+        let typed = match property.get("type") {
+            Some(Value::Array(types)) => types.iter().any(is_numeric),
+            Some(t) => is_numeric(t),
+            None => false,
+        };
+        typed && property.get("x-mcp-header").is_some()
+    }
+    let Some(Value::Object(properties)) = schema.get("properties") else {
+        return schema;
+    };
+    if !properties.values().any(numeric) {
+        return schema;
+    }
+    let mut schema = (*schema).clone();
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for property in properties.values_mut() {
+            if let (true, Value::Object(p)) = (numeric(property), &mut *property) {
+                p.remove("x-mcp-header");
+            }
+        }
+    }
+    Arc::new(schema)
 }
 
 fn server_info() -> Implementation {

@@ -9,6 +9,7 @@ pub mod bounded;
 pub mod checked_schema;
 pub mod cursor;
 pub mod errors;
+pub mod header_params;
 pub mod json_values;
 pub mod multiple_of;
 pub mod names;

@@ -166,10 +166,7 @@ pub async fn serve(server: McpServer, opts: HttpOptions) -> Result<()> {
     ));
     let listeners = server.listeners().clone();
     let sessions = gate.sessions.clone();
-    let app = match browser_pages(&opts.allowed_origins)? {
-        Some(cors) => router(server, gate).layer(cors),
-        None => router(server, gate),
-    };
+    let app = router(server, gate, browser_pages(&opts.allowed_origins)?);
     eprintln!("wasm-mcp: listening on http://{bound}{MCP_PATH}");
     tracing::info!(%bound, auth = opts.token.is_some() || opts.oauth.is_some(), "serving over HTTP");
     // Listen streams complete with their final result as shutdown begins,
@@ -232,7 +229,7 @@ fn refuse_open_remote(opts: &HttpOptions, auth: &Authenticator) -> Result<()> {
     )
 }
 
-fn router(server: McpServer, gate: Arc<Gate>) -> Router {
+fn router(server: McpServer, gate: Arc<Gate>, cors: Option<tower_http::cors::CorsLayer>) -> Router {
     let config = StreamableHttpServerConfig::default()
         // Host and Origin are checked by `origin` for every route.
         .disable_allowed_hosts()
@@ -258,6 +255,15 @@ fn router(server: McpServer, gate: Arc<Gate>) -> Router {
         ),
         None => mcp_routes,
     };
+    // Inside the `Host`/`Origin` check: the layer answers preflights
+    // itself, and outside it answered any OPTIONS 200 (any Host, any
+    // Origin, no token) on a connection left open, which then counted as
+    // a client's keep-alive: tokenless clients pushed out token holders'
+    // connections (a helper's find).
+    let routes = match cors {
+        Some(cors) => routes.layer(cors),
+        None => routes,
+    };
     routes.layer(from_fn_with_state(gate, guard_origin))
 }
 
@@ -274,14 +280,21 @@ fn browser_pages(allowed: &[String]) -> Result<Option<tower_http::cors::CorsLaye
     if allowed.is_empty() {
         return Ok(None);
     }
-    let origins = allowed
-        .iter()
-        .map(|o| axum::http::HeaderValue::from_str(o))
-        .collect::<Result<Vec<_>, _>>()
-        .context("an --allowed-origin is not a header value")?;
+    for o in allowed {
+        origin::check_allowed_origin(o)
+            .map_err(|why| anyhow::anyhow!("--allowed-origin {o:?}: {why}"))?;
+    }
+    // Compared as `origin.rs` compares them (a trailing `/` and letter
+    // case aside): a flag copied from an address bar let the page in and
+    // gave it no CORS (a helper's find).
+    let origins: Vec<String> = allowed.iter().map(|o| origin::normalized(o)).collect();
+    let listed = move |o: &axum::http::HeaderValue, _: &axum::http::request::Parts| {
+        o.to_str()
+            .is_ok_and(|o| origins.contains(&origin::normalized(o)))
+    };
     Ok(Some(
         CorsLayer::new()
-            .allow_origin(AllowOrigin::list(origins))
+            .allow_origin(AllowOrigin::predicate(listed))
             .allow_methods([Method::GET, Method::POST, Method::DELETE])
             .allow_headers(AllowHeaders::mirror_request())
             .expose_headers([
@@ -307,7 +320,15 @@ async fn guard_origin(State(gate): State<Arc<Gate>>, req: Request, next: Next) -
         }
         return (refusal.status(), CLOSE, message).into_response();
     }
-    next.run(req).await
+    // A preflight is answered with no token asked: its connection is not
+    // kept for the next request (see `router`).
+    let preflight = req.method() == Method::OPTIONS;
+    let mut response = next.run(req).await;
+    if preflight {
+        let close = axum::http::HeaderValue::from_static("close");
+        response.headers_mut().insert(header::CONNECTION, close);
+    }
+    response
 }
 
 /// Steps 2–6, the MCP endpoint.
@@ -721,9 +742,14 @@ struct Requested {
 /// `tools/list` in its headers ran a `write_file` (a proxy in front routing
 /// on the headers could be steered; a helper's find).
 fn headers_disagree(headers: &axum::http::HeaderMap, requested: &Requested) -> Option<Response> {
+    // A value that is not text disagrees too: read as "not sent", a
+    // `tools/list\xff` let a `write_file` through (a helper's find).
     let said = |name: &str| {
-        let value = headers.get(name)?.to_str().ok()?;
-        Some(decoded_header_value(value).unwrap_or_else(|| value.to_owned()))
+        let value = headers.get(name)?;
+        Some(match value.to_str() {
+            Ok(value) => decoded_header_value(value).unwrap_or_else(|| value.to_owned()),
+            Err(_) => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+        })
     };
     let method = said("mcp-method").filter(|m| *m != requested.method);
     let name = said("mcp-name").filter(|n| requested.name.as_ref().is_some_and(|t| t != n));

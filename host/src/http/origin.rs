@@ -69,11 +69,7 @@ impl OriginPolicy {
             .chain(std::iter::once(&bound_host.as_str()))
             .map(|h| format!("http://{h}:{port}"))
             .collect();
-        origins.extend(
-            extra_origins
-                .iter()
-                .map(|o| o.trim_end_matches('/').to_ascii_lowercase()),
-        );
+        origins.extend(extra_origins.iter().map(|o| normalized(o)));
         OriginPolicy { hosts, origins }
     }
 
@@ -89,7 +85,7 @@ impl OriginPolicy {
             1 => {
                 let origin = single_header(headers, header::ORIGIN)
                     .ok_or(Refusal::Origin("<not text>".into()))?;
-                let wanted = origin.trim_end_matches('/').to_ascii_lowercase();
+                let wanted = normalized(&origin);
                 if self.origins.contains(&wanted) {
                     Ok(())
                 } else {
@@ -110,6 +106,38 @@ impl OriginPolicy {
 }
 
 /// The value of a header that must appear once, as text.
+/// An origin as the allow-list compares it: no trailing `/`, lower case.
+pub fn normalized(origin: &str) -> String {
+    origin.trim_end_matches('/').to_ascii_lowercase()
+}
+
+/// Whether `origin` can be an `--allowed-origin`: `scheme://host[:port]`
+/// (a browser extension's `chrome-extension://id` too). Not `null`, which
+/// every sandboxed iframe, `data:` URL and `file://` page sends (allowed,
+/// any web site could call the tools), and no wildcard (it panicked the
+/// CORS layer at start); a helper's finds.
+pub fn check_allowed_origin(origin: &str) -> Result<(), &'static str> {
+    let origin = origin.trim_end_matches('/');
+    if origin.eq_ignore_ascii_case("null") {
+        return Err("`null` is the origin of every sandboxed or local page: refused");
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return Err("not an origin (scheme://host[:port])");
+    };
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let host_ok = !rest.is_empty()
+        && rest
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '_'));
+    match scheme_ok && host_ok {
+        true => Ok(()),
+        false => Err("not an origin (scheme://host[:port], no path and no wildcard)"),
+    }
+}
+
 fn single_header(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
     let mut all = headers.get_all(name).iter();
     let first = all.next()?;

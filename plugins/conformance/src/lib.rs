@@ -51,7 +51,7 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
     (
         "routed_by_header",
         "Echoes its arguments; region is mirrored in the Mcp-Param-Region header",
-        r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}"#,
+        r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"}},"required":["region"]}"#,
     ),
 ];
 
