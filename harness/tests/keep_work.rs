@@ -1524,3 +1524,77 @@ async fn a_repository_s_settings_are_committed_as_in_the_base() {
         std::fs::read_to_string(&marker).unwrap()
     );
 }
+
+/// What the guard of a repository's settings meets (helpers' finds): the
+/// parts of one in directories named in other letter cases (`Src/HEAD`
+/// beside `src/config`, `src/objects`, `src/refs`: one directory on a
+/// case-insensitive checkout of the branch), a hook linked to a tracked
+/// script, and a settings name the base has as a directory (`docs/config/`,
+/// which `--cacheinfo` glued onto its files' names, committing a
+/// `docs/configa.md` nobody wrote). None of the settings reach the branch,
+/// nothing else is changed, and the worktree is kept.
+#[tokio::test]
+async fn a_repository_s_settings_never_reach_the_branch() {
+    let env = Env::new();
+    let repo = env.repo();
+    for (path, text) in [
+        ("docs/HEAD", "the head of the docs\n"),
+        ("docs/config/a.md", "a\n"),
+        ("fx.git/HEAD", "ref: refs/heads/main\n"),
+        ("fx.git/config", "[core]\n\tbare = true\n"),
+        ("fx.git/objects/info/packs", "\n"),
+        (
+            "fx.git/refs/heads/main",
+            "0123456789012345678901234567890123456789\n",
+        ),
+    ] {
+        std::fs::create_dir_all(repo.join(path).parent().unwrap()).unwrap();
+        std::fs::write(repo.join(path), text).unwrap();
+    }
+    git_ok(&repo, &["add", "-A"]);
+    git_ok(&repo, &["commit", "-qm", "docs and a fixture"]);
+    let act = |wt: &Path| {
+        for (path, text) in [
+            ("Src/HEAD", "ref: refs/heads/main\n"),
+            ("src/config", "[core]\n\tfsmonitor = true\n"),
+            ("src/objects/k", "k\n"),
+            ("src/refs/heads/k", "k\n"),
+            ("docs/objects/k", "k\n"),
+            ("docs/refs/k", "k\n"),
+            ("fx.git/hooks/post-checkout", "#!/bin/sh\n"),
+            (
+                "fx.git/config",
+                "[core]\n\tbare = true\n[remote \"o\"]\n\turl = x\n",
+            ),
+            ("NOTES.md", "notes\n"),
+        ] {
+            std::fs::create_dir_all(wt.join(path).parent().unwrap()).unwrap();
+            std::fs::write(wt.join(path), text).unwrap();
+        }
+        std::fs::remove_dir_all(wt.join("docs/config")).unwrap();
+        std::fs::write(wt.join("docs/config"), "[core]\n\tfsmonitor = true\n").unwrap();
+    };
+    let report = env.run(act, |_| {}).await;
+    let c = committed(&report);
+    let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &c.commit]);
+    for absent in [
+        "Src/HEAD",
+        "src/config",
+        "docs/config",
+        "docs/configa.md",
+        "fx.git/hooks/post-checkout",
+    ] {
+        assert!(
+            !files.lines().any(|l| l == absent),
+            "{absent} committed: {files}"
+        );
+    }
+    let show = |p: &str| git_ok(&repo, &["show", &format!("{}:{p}", c.commit)]);
+    assert_eq!(show("fx.git/config"), "[core]\n\tbare = true");
+    assert_eq!(show("NOTES.md"), "notes");
+    assert!(
+        c.files_left_out && report.worktree.exists(),
+        "{:?}",
+        c.skipped
+    );
+}

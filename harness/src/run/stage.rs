@@ -314,17 +314,26 @@ fn head_of_a_git_dir(work_tree: &Path, p: &[u8], skipped: &mut LeftOut) -> bool 
     true
 }
 
-/// The files git takes a repository's identity and settings from.
-const REPO_SETTINGS: [&[u8]; 4] = [b"HEAD", b"config", b"config.worktree", b"commondir"];
+/// The files git takes a repository's identity and settings from (and,
+/// below it, `hooks/`, which git runs).
+const REPO_SETTINGS: [&[u8]; 4] = [b"head", b"config", b"config.worktree", b"commondir"];
+
+/// Whether `rel` (a path below a repository's directory, lower case) is one
+/// of its settings.
+fn is_repo_setting(rel: &[u8]) -> bool {
+    REPO_SETTINGS.contains(&rel) || rel.starts_with(b"hooks/")
+}
 
 /// In every directory the commit would hold as a repository to git (a
 /// `HEAD` with `objects` and `refs`, or with `commondir`; in the index or
-/// in the worktree), its [`REPO_SETTINGS`] files are committed as they are
-/// in the base: what a tool changed or added of them is left out, and
-/// listed. A tool's edit of a tracked `docs/HEAD`, or of a tracked test
-/// fixture's `config`, was committed, and the user's `git status` in that
-/// directory of a checkout of the branch ran its `core.fsmonitor` (a
-/// helper's find). Only new files were checked before.
+/// in the worktree; names compared in any letter case, directories too, as
+/// a case-insensitive checkout of the branch on macOS or Windows sees
+/// them), its settings ([`is_repo_setting`]) are committed as in the base:
+/// what the run changed or added of them is left out, and listed, and the
+/// worktree kept so it is not lost. A tool's edit of a tracked `docs/HEAD`,
+/// or of a tracked test fixture's `config`, was committed, and the user's
+/// `git status` in that directory of a checkout of the branch ran its
+/// `core.fsmonitor` (helpers' finds). Only new files were checked before.
 fn keep_repo_settings_as_in_base(
     g: &Git,
     work_tree: &Path,
@@ -341,75 +350,39 @@ fn keep_repo_settings_as_in_base(
             Some((&r[..tab], &r[tab + 1..]))
         })
         .collect();
-    let split = |p: &'_ [u8]| -> (Vec<u8>, Vec<u8>) {
-        match p.iter().rposition(|b| *b == b'/') {
-            Some(i) => (p[..i].to_vec(), p[i + 1..].to_vec()),
-            None => (Vec::new(), p.to_vec()),
-        }
-    };
-    let named = |n: &[u8], want: &[u8]| n.eq_ignore_ascii_case(want);
-    // Directories holding an entry of each kind, by the first component
-    // below them (`dir/objects/x` counts for `objects` in `dir`).
-    let mut holds: std::collections::HashMap<Vec<u8>, [bool; 4]> = Default::default();
-    for (_, path) in &entries {
-        let parts: Vec<&[u8]> = path.split(|b| *b == b'/').collect();
-        for i in 0..parts.len() {
-            let dir = parts[..i].join(&b'/');
-            let flags = holds.entry(dir).or_default();
-            let n = parts[i];
-            let last = i + 1 == parts.len();
-            flags[0] |= last && named(n, b"HEAD");
-            flags[1] |= named(n, b"objects");
-            flags[2] |= named(n, b"refs");
-            flags[3] |= last && named(n, b"commondir");
-        }
-    }
+    let holds = repository_parts(&entries);
     let shaped = |dir: &[u8]| {
+        let key = dir.to_ascii_lowercase();
         let in_index = holds
-            .get(dir)
+            .get(&key)
             .is_some_and(|f| f[0] && (f[3] || (f[1] && f[2])));
-        !dir.is_empty()
-            && (in_index || !git_dir_heads(&work_tree.join(OsStr::from_bytes(dir))).is_empty())
+        in_index || !git_dir_heads(&work_tree.join(OsStr::from_bytes(dir))).is_empty()
     };
     let mut reset = Vec::new();
     let mut removed = Vec::new();
     for (stage, path) in &entries {
-        let (dir, name) = split(path);
-        if !REPO_SETTINGS.iter().any(|s| named(&name, s)) || !holds.get(&dir).is_some_and(|f| f[0])
-        {
-            continue;
-        }
-        if !shaped(&dir) {
-            continue;
-        }
-        let spec = [b":(literal)".as_slice(), path].concat();
-        let args = [
-            OsStr::new("ls-tree"),
-            OsStr::new("-z"),
-            OsStr::new("--full-tree"),
-            OsStr::new(head),
-            OsStr::new("--"),
-            OsStr::from_bytes(&spec),
-        ];
-        let base = g.run_raw(&args, None)?;
-        // `<mode> <type> <object>\t<path>` against `<mode> <object> <stage>`
-        let base_entry = base.records().next().and_then(|r| {
-            let tab = r.iter().position(|b| *b == b'\t')?;
-            let f: Vec<&[u8]> = r[..tab].split(|b| *b == b' ').collect();
-            Some((f.first()?.to_vec(), f.get(2)?.to_vec()))
+        let lower = path.to_ascii_lowercase();
+        let in_a_repository = (0..path.len()).filter(|i| path[*i] == b'/').any(|i| {
+            is_repo_setting(&lower[i + 1..])
+                && holds.get(&lower[..i]).is_some_and(|f| f[0])
+                && shaped(&path[..i])
         });
-        let now: Vec<&[u8]> = stage.split(|b| *b == b' ').collect();
-        let (now_mode, now_object) = (now.first().copied(), now.get(1).copied());
-        match base_entry {
-            Some((mode, object))
-                if Some(mode.as_slice()) == now_mode && Some(object.as_slice()) == now_object =>
-            {
+        if !in_a_repository {
+            continue;
+        }
+        match base_entry(g, head, path)? {
+            Some((mode, object)) if stage.starts_with(&[&mode[..], b" ", &object[..]].concat()) => {
                 continue
             }
-            Some((mode, object)) => reset.push((mode, object, path.to_vec())),
-            None => removed.push(path.to_vec()),
+            // A blob or a link as it was; a directory or a submodule there
+            // in the base is not one entry to put back (`--cacheinfo` of a
+            // tree glued its files' names onto the entry's; a helper's find).
+            Some((mode, object)) if mode != b"040000" && mode != b"160000" => {
+                reset.push((mode, object, path.to_vec()))
+            }
+            _ => removed.push(path.to_vec()),
         }
-        skipped.note(format!(
+        skipped.push(format!(
             "{} (a repository's settings in a directory git would take for one: kept as in the base)",
             shown(path)
         ));
@@ -424,6 +397,57 @@ fn keep_repo_settings_as_in_base(
         ])?;
     }
     Ok(())
+}
+
+/// By directory (lower case): whether it holds a `HEAD` file, `objects`,
+/// `refs`, a `commondir` file.
+type RepositoryParts = std::collections::HashMap<Vec<u8>, [bool; 4]>;
+
+/// For each directory of the index (lower case), whether it holds, by the
+/// name directly below it in any case: a `HEAD` file, `objects`, `refs`, a
+/// `commondir` file.
+fn repository_parts(entries: &[(&[u8], &[u8])]) -> RepositoryParts {
+    let mut holds = RepositoryParts::default();
+    for (_, path) in entries {
+        let lower = path.to_ascii_lowercase();
+        let parts: Vec<&[u8]> = lower.split(|b| *b == b'/').collect();
+        for i in 0..parts.len() {
+            let flags = holds.entry(parts[..i].join(&b'/')).or_default();
+            let (n, last) = (parts[i], i + 1 == parts.len());
+            flags[0] |= last && n == b"head";
+            flags[1] |= n == b"objects";
+            flags[2] |= n == b"refs";
+            flags[3] |= last && n == b"commondir";
+        }
+    }
+    // The root holds `.git` in every checkout: git never takes it for a
+    // bare repository.
+    holds.remove(&Vec::new());
+    holds
+}
+
+/// A tree entry's mode and object name, as git prints them.
+type ModeAndObject = (Vec<u8>, Vec<u8>);
+
+/// `path`'s entry in the tree `head`, if there is one.
+fn base_entry(g: &Git, head: &str, path: &[u8]) -> Result<Option<ModeAndObject>, GitError> {
+    let spec = [b":(literal)".as_slice(), path].concat();
+    let args = [
+        OsStr::new("ls-tree"),
+        OsStr::new("-z"),
+        OsStr::new("--full-tree"),
+        OsStr::new(head),
+        OsStr::new("--"),
+        OsStr::from_bytes(&spec),
+    ];
+    let out = g.run_raw(&args, None)?;
+    // `<mode> <type> <object>\t<path>`
+    let entry = out.records().next().and_then(|r| {
+        let tab = r.iter().position(|b| *b == b'\t')?;
+        let f: Vec<&[u8]> = r[..tab].split(|b| *b == b' ').collect();
+        Some((f.first()?.to_vec(), f.get(2)?.to_vec()))
+    });
+    Ok(entry)
 }
 
 /// The `HEAD` files of `dir` when git could take it for a repository: a
