@@ -525,6 +525,43 @@ fn oauth_config(dir: &Path) -> PathBuf {
     path
 }
 
+/// With OAuth, the public metadata and any path's 404 are answered with no
+/// token asked: their connections are closed after the answer, as a 401's
+/// (kept, 300 tokenless clients fetching them pushed out a token holder's
+/// session: 0 of 34 requests answered; a helper's find).
+#[test]
+fn public_answers_close_their_connection() {
+    let (wt, plugins, dir) = (
+        worktree(),
+        workspace_plugins(),
+        tempfile::tempdir().unwrap(),
+    );
+    let s = oauth_server(wt.path(), plugins.path(), dir.path());
+    let authority = s.base.trim_start_matches("http://").to_string();
+    for (path, status) in [
+        ("/.well-known/oauth-protected-resource", "200"),
+        ("/.well-known/oauth-protected-resource/mcp", "200"),
+        ("/x", "404"),
+        ("/mcp", "401"),
+    ] {
+        let mut tcp = raw_connection(&s.base);
+        let head = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+        tcp.write_all(head.as_bytes()).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = tcp.read(&mut buf).unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]).to_string();
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{path}: {answer}"
+        );
+        tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        assert!(
+            closed_by_server(&mut tcp),
+            "GET {path} left its connection open"
+        );
+    }
+}
+
 /// A server taking JWTs ([`oauth_config`] written in `dir`).
 fn oauth_server(wt: &Path, plugins: &Path, dir: &Path) -> HttpServer {
     let cfg = oauth_config(dir);
@@ -1760,6 +1797,18 @@ fn refusals_of_who_is_asking_close_their_connection() {
         "{answer}"
     );
     assert!(closed, "a 403 left its connection open");
+    // Answered with no token asked (any path's 404, the public metadata):
+    // closed too (kept, they counted as a client's keep-alive, and
+    // tokenless clients pushed out token holders').
+    for path in ["/x", "/", "/.well-known/oauth-protected-resource"] {
+        let head = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+        let (answer, closed) = answer_then_closed(head);
+        let refused = ["HTTP/1.1 401", "HTTP/1.1 404"]
+            .iter()
+            .any(|s| answer.starts_with(s));
+        assert!(refused, "{path}: {answer}");
+        assert!(closed, "GET {path} left its connection open");
+    }
     // With the token, the connection is kept for the next request.
     let (answer, closed) =
         answer_then_closed(request(&format!("Authorization: Bearer {TOKEN}\r\n")));

@@ -343,30 +343,49 @@ fn tool_result(
 /// calls were refused -32020 (a helper's find). Those headers go
 /// unchecked; `tools/list` still shows the annotations.
 fn without_numeric_header_params(schema: Arc<JsonObject>) -> Arc<JsonObject> {
-    fn numeric(property: &Value) -> bool {
-        let is_numeric = |t: &Value| matches!(t.as_str(), Some("integer" | "number"));
-        let typed = match property.get("type") {
-            Some(Value::Array(types)) => types.iter().any(is_numeric),
-            Some(t) => is_numeric(t),
-            None => false,
-        };
-        typed && property.get("x-mcp-header").is_some()
-    }
-    let Some(Value::Object(properties)) = schema.get("properties") else {
-        return schema;
-    };
-    if !properties.values().any(numeric) {
+    if !has_numeric_header_param(&schema) {
         return schema;
     }
     let mut schema = (*schema).clone();
-    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-        for property in properties.values_mut() {
-            if let (true, Value::Object(p)) = (numeric(property), &mut *property) {
-                p.remove("x-mcp-header");
-            }
-        }
-    }
+    strip_numeric_header_params(&mut schema);
     Arc::new(schema)
+}
+
+/// Whether a property on `schema`'s `properties` chain (at any depth, as
+/// rmcp walks it) is numeric and annotated.
+fn has_numeric_header_param(schema: &JsonObject) -> bool {
+    properties_of(schema).any(|p| numeric_header_param(p) || has_numeric_header_param(p))
+}
+
+fn strip_numeric_header_params(schema: &mut JsonObject) {
+    let Some(Value::Object(properties)) = schema.get_mut("properties") else {
+        return;
+    };
+    for property in properties.values_mut() {
+        let Value::Object(p) = property else { continue };
+        if numeric_header_param(p) {
+            p.remove("x-mcp-header");
+        }
+        strip_numeric_header_params(p);
+    }
+}
+
+fn properties_of(schema: &JsonObject) -> impl Iterator<Item = &JsonObject> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|properties| properties.values().filter_map(Value::as_object))
+}
+
+fn numeric_header_param(property: &JsonObject) -> bool {
+    let is_numeric = |t: &Value| matches!(t.as_str(), Some("integer" | "number"));
+    let typed = match property.get("type") {
+        Some(Value::Array(types)) => types.iter().any(is_numeric),
+        Some(t) => is_numeric(t),
+        None => false,
+    };
+    typed && property.contains_key("x-mcp-header")
 }
 
 fn server_info() -> Implementation {
@@ -445,5 +464,31 @@ fn error_text(name: &str, outcome: &Outcome) -> String {
             format!("tool {name} broke its contract: {message}")
         }
         _ => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Numeric header params leave rmcp's check at every depth of the
+    /// `properties` chain, as rmcp walks it (only the top level's did, and
+    /// a nested big integer was still refused; a helper's find); the others
+    /// stay.
+    #[test]
+    fn numeric_header_params_are_unchecked_at_any_depth() {
+        let schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer", "x-mcp-header": "N"},
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "opts": {"type": "object", "properties": {
+                "m": {"type": ["integer", "null"], "x-mcp-header": "M"},
+                "flag": {"type": "boolean", "x-mcp-header": "Flag"}}}}});
+        let Value::Object(schema) = schema else { unreachable!() };
+        let out = without_numeric_header_params(Arc::new(schema));
+        let at = |path: &str| out.get("properties").unwrap().pointer(path).cloned();
+        assert_eq!(at("/n/x-mcp-header"), None);
+        assert_eq!(at("/opts/properties/m/x-mcp-header"), None);
+        assert_eq!(at("/region/x-mcp-header"), Some(json!("Region")));
+        assert_eq!(at("/opts/properties/flag/x-mcp-header"), Some(json!("Flag")));
     }
 }

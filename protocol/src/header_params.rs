@@ -44,8 +44,10 @@ fn check_on_chain(
                 }
             }
             ANNOTATION => {}
-            // Instance data or property names, not subschemas.
+            // Instance data or property names, not subschemas; vendor
+            // keywords (`x-ui`), which the SDKs' clients do not walk either.
             "default" | "const" | "enum" | "examples" | "dependentRequired" => {}
+            _ if key.starts_with("x-") => {}
             _ if holds_annotation(value) => {
                 return Err(format!(
                     "x-mcp-header under `{key}`{}: it may only sit on a property reached through `properties` alone",
@@ -128,7 +130,8 @@ mod tests {
             "n": {"type": "integer", "x-mcp-header": "N"},
             "opts": {"type": "object", "properties": {
                 "flag": {"type": "boolean", "x-mcp-header": "Flag"}}},
-            "plain": {"type": "string", "default": {"x-mcp-header": "data, not a schema"}}}});
+            "plain": {"type": "string", "default": {"x-mcp-header": "data, not a schema"}},
+            "hinted": {"type": "string", "x-mcp-header": "Hinted", "x-ui": {"x-mcp-header": "hint"}}}});
         assert_eq!(check(ok), Ok(()));
     }
 

@@ -320,11 +320,13 @@ async fn guard_origin(State(gate): State<Arc<Gate>>, req: Request, next: Next) -
         }
         return (refusal.status(), CLOSE, message).into_response();
     }
-    // A preflight is answered with no token asked: its connection is not
-    // kept for the next request (see `router`).
-    let preflight = req.method() == Method::OPTIONS;
+    // Only a request that authenticated keeps its connection: a preflight,
+    // the public metadata and every path's 404 are answered with no token
+    // asked, and their kept connections counted as a client's keep-alive,
+    // which tokenless clients pushed token holders' out with (helpers'
+    // finds; see `router`).
     let mut response = next.run(req).await;
-    if preflight {
+    if response.extensions().get::<Authenticated>().is_none() {
         let close = axum::http::HeaderValue::from_static("close");
         response.headers_mut().insert(header::CONNECTION, close);
     }
@@ -333,10 +335,27 @@ async fn guard_origin(State(gate): State<Arc<Gate>>, req: Request, next: Next) -
 
 /// Steps 2–6, the MCP endpoint.
 async fn guard_mcp(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
-    let Verified { grant, principal } = match gate.auth.verify(req.headers()) {
+    let verified = match gate.auth.verify(req.headers()) {
         Ok(v) => v,
         Err(e) => return unauthorized(&gate, &e),
     };
+    let mut response = serve_verified(gate, verified, req, next).await;
+    response.extensions_mut().insert(Authenticated);
+    response
+}
+
+/// Marks a response to a request that authenticated: only its connection
+/// is kept for the next request (`guard_origin`).
+#[derive(Clone, Copy)]
+struct Authenticated;
+
+/// Steps 3–6, for a request that authenticated.
+async fn serve_verified(
+    gate: Arc<Gate>,
+    Verified { grant, principal }: Verified,
+    req: Request,
+    next: Next,
+) -> Response {
     if let Some(refused) = headers_refused(req.headers()) {
         return refused;
     }

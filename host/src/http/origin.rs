@@ -106,9 +106,17 @@ impl OriginPolicy {
 }
 
 /// The value of a header that must appear once, as text.
-/// An origin as the allow-list compares it: no trailing `/`, lower case.
+/// An origin as the allow-list compares it: no trailing `/`, lower case,
+/// no default port (a browser never sends `https://x:443`: such a flag
+/// never matched; a helper's find).
 pub fn normalized(origin: &str) -> String {
-    origin.trim_end_matches('/').to_ascii_lowercase()
+    let o = origin.trim_end_matches('/').to_ascii_lowercase();
+    for (scheme, port) in [("https://", ":443"), ("http://", ":80")] {
+        if o.starts_with(scheme) && o.ends_with(port) {
+            return o[..o.len() - port.len()].to_string();
+        }
+    }
+    o
 }
 
 /// Whether `origin` can be an `--allowed-origin`: `scheme://host[:port]`
@@ -132,6 +140,14 @@ pub fn check_allowed_origin(origin: &str) -> Result<(), &'static str> {
         && rest
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '_'));
+    // `host[:port]`, the port a number a port can be (IPv6 hosts bracketed).
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, _)) if !h.ends_with(']') && h.contains(':') => (rest, None),
+        Some((h, p)) => (h, Some(p)),
+        None => (rest, None),
+    };
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0));
+    let host_ok = host_ok && !host.is_empty() && !host.contains("..") && port_ok;
     match scheme_ok && host_ok {
         true => Ok(()),
         false => Err("not an origin (scheme://host[:port], no path and no wildcard)"),
@@ -170,6 +186,40 @@ fn host_of_addr(addr: SocketAddr) -> String {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    /// What an `--allowed-origin` may be, and how it is compared (helpers'
+    /// finds: `null` gave every sandboxed page CORS, `*` panicked the CORS
+    /// layer, and a default port or a trailing `/` never matched a page).
+    #[test]
+    fn allowed_origins_are_origins_compared_as_browsers_send_them() {
+        for ok in [
+            "https://app.example.com",
+            "http://localhost:5173",
+            "https://App.Example.com/",
+            "chrome-extension://abcdef",
+            "http://[::1]:8080",
+        ] {
+            assert_eq!(check_allowed_origin(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "null",
+            "*",
+            "http://*.example.com",
+            "app.example.com",
+            "http://a.com:99999",
+            "http://:80",
+            "http://a..b",
+            "https://a.com/path",
+        ] {
+            assert!(check_allowed_origin(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            normalized("https://App.Example.com:443/"),
+            "https://app.example.com"
+        );
+        assert_eq!(normalized("http://x:80"), "http://x");
+        assert_eq!(normalized("http://x:8080"), "http://x:8080");
+    }
 
     fn mcp() -> Uri {
         Uri::from_static("/mcp")
