@@ -483,12 +483,17 @@ mod tests {
             "opts": {"type": "object", "properties": {
                 "m": {"type": ["integer", "null"], "x-mcp-header": "M"},
                 "flag": {"type": "boolean", "x-mcp-header": "Flag"}}}}});
-        let Value::Object(schema) = schema else { unreachable!() };
+        let Value::Object(schema) = schema else {
+            unreachable!()
+        };
         let out = without_numeric_header_params(Arc::new(schema));
         let at = |path: &str| out.get("properties").unwrap().pointer(path).cloned();
         assert_eq!(at("/n/x-mcp-header"), None);
         assert_eq!(at("/opts/properties/m/x-mcp-header"), None);
         assert_eq!(at("/region/x-mcp-header"), Some(json!("Region")));
-        assert_eq!(at("/opts/properties/flag/x-mcp-header"), Some(json!("Flag")));
+        assert_eq!(
+            at("/opts/properties/flag/x-mcp-header"),
+            Some(json!("Flag"))
+        );
     }
 }
