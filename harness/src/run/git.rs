@@ -243,6 +243,26 @@ impl Git {
         })
     }
 
+    /// [`Git::run_raw`], a non-zero exit an error (git's stderr its message).
+    pub fn run_raw_ok<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        input: Option<&Path>,
+    ) -> Result<RawOutput, GitError> {
+        let out = self.run_raw(args, input)?;
+        match out.code {
+            0 => Ok(out),
+            _ => Err(GitError {
+                args: args
+                    .iter()
+                    .map(|a| a.as_ref().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                message: out.stderr,
+            }),
+        }
+    }
+
     /// The hardened command, ready for arguments.
     pub fn command(&self) -> Command {
         let mut cmd = base_command();

@@ -26,7 +26,7 @@
 //!   the run's files (unreadable ones, names git refuses, files in a
 //!   submodule path), the worktree is kept so that nothing is lost.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -150,14 +150,17 @@ fn edits_outside_sparse_patterns(
     let file = |p: &[u8]| {
         std::fs::symlink_metadata(work_tree.join(OsStr::from_bytes(p))).is_ok_and(|m| !m.is_dir())
     };
-    let files: Vec<GitPath> = index_differs(g, "MT")?
-        .into_iter()
-        .filter(|p| file(p))
+    let changes = index_changes(g, "MTD")?;
+    let files: Vec<GitPath> = changes
+        .iter()
+        .filter(|(status, p)| *status != b'D' && file(p))
+        .map(|(_, p)| p.clone())
         .collect();
     // A directory where a file was reads as deleted or as a type change.
-    let dirs: Vec<GitPath> = index_differs(g, "MTD")?
+    let dirs: Vec<GitPath> = changes
         .into_iter()
-        .filter(|p| dir(p))
+        .filter(|(_, p)| dir(p))
+        .map(|(_, p)| p)
         .collect();
     // A tracked file the run made a directory (a nested repository, to
     // git): out of the index, as `add -u` does inside the patterns, so the
@@ -187,15 +190,8 @@ fn update_index(g: &Git, scratch: &Path, flag: &str, paths: &[GitPath]) -> Resul
         return Ok(());
     }
     let list = write_list(scratch, "update-index", paths)?;
-    let args = ["update-index", flag, "-z", "--stdin"];
-    let out = g.run_raw(&args, Some(&list.0))?;
-    match out.code {
-        0 => Ok(()),
-        _ => Err(GitError {
-            args: args.join(" "),
-            message: out.stderr,
-        }),
-    }
+    g.run_raw_ok(&["update-index", flag, "-z", "--stdin"], Some(&list.0))?;
+    Ok(())
 }
 
 /// `paths` less the index's gitlinks (submodules, whose directory is
@@ -204,13 +200,7 @@ fn without_gitlinks(g: &Git, mut paths: Vec<GitPath>) -> Result<Vec<GitPath>, Gi
     if paths.is_empty() {
         return Ok(paths);
     }
-    let out = g.run_raw(&["ls-files", "-s", "-z"], None)?;
-    if out.code != 0 {
-        return Err(GitError {
-            args: "ls-files -s".into(),
-            message: out.stderr,
-        });
-    }
+    let out = g.run_raw_ok(&["ls-files", "-s", "-z"], None)?;
     // `<mode> <object> <stage>\t<path>`
     let gitlinks: HashSet<&[u8]> = out
         .records()
@@ -227,13 +217,7 @@ pub fn skip_worktree_entries(g: &Git) -> Result<HashSet<GitPath>, GitError> {
     if !sparse_checkout(g) {
         return Ok(HashSet::new());
     }
-    let out = g.run_raw(&["ls-files", "-t", "-z"], None)?;
-    if out.code != 0 {
-        return Err(GitError {
-            args: "ls-files -t".into(),
-            message: out.stderr,
-        });
-    }
+    let out = g.run_raw_ok(&["ls-files", "-t", "-z"], None)?;
     Ok(out
         .records()
         .filter_map(|r| r.strip_prefix(b"S "))
@@ -270,16 +254,22 @@ fn sparse_checkout(g: &Git) -> bool {
 /// The tracked paths whose worktree side differs from the index as
 /// `filter` (`git diff-files --diff-filter`) says.
 fn index_differs(g: &Git, filter: &str) -> Result<Vec<GitPath>, GitError> {
+    Ok(index_changes(g, filter)?
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect())
+}
+
+/// [`index_differs`], each path with its status letter (`M`, `T`, `D`).
+fn index_changes(g: &Git, filter: &str) -> Result<Vec<(u8, GitPath)>, GitError> {
     let filter = format!("--diff-filter={filter}");
-    let args = ["diff-files", "-z", "--name-only", &filter];
-    let out = g.run_raw(&args, None)?;
-    if out.code != 0 {
-        return Err(GitError {
-            args: args.join(" "),
-            message: out.stderr,
-        });
-    }
-    Ok(out.records().map(<[u8]>::to_vec).collect())
+    let out = g.run_raw_ok(&["diff-files", "-z", "--name-status", &filter], None)?;
+    // `<status>\0<path>\0`, one pair per path.
+    let records: Vec<&[u8]> = out.records().collect();
+    Ok(records
+        .chunks_exact(2)
+        .filter_map(|pair| Some((*pair[0].first()?, pair[1].to_vec())))
+        .collect())
 }
 
 /// Whether the new file `p` is the `HEAD` of a directory git would take
@@ -341,7 +331,7 @@ fn keep_repo_settings_as_in_base(
     scratch: &Path,
     skipped: &mut LeftOut,
 ) -> Result<(), GitError> {
-    let index = g.run_raw(&["ls-files", "-z", "-s"], None)?;
+    let index = g.run_raw_ok(&["ls-files", "-z", "-s"], None)?;
     // `<mode> <object> <stage>\t<path>`
     let entries: Vec<(&[u8], &[u8])> = index
         .records()
@@ -358,19 +348,25 @@ fn keep_repo_settings_as_in_base(
             .is_some_and(|f| f[0] && (f[3] || (f[1] && f[2])));
         in_index || !git_dir_heads(&work_tree.join(OsStr::from_bytes(dir))).is_empty()
     };
+    let guarded: Vec<&(&[u8], &[u8])> = entries
+        .iter()
+        .filter(|(_, path)| {
+            let lower = path.to_ascii_lowercase();
+            (0..path.len()).filter(|i| path[*i] == b'/').any(|i| {
+                is_repo_setting(&lower[i + 1..])
+                    && holds.get(&lower[..i]).is_some_and(|f| f[0])
+                    && shaped(&path[..i])
+            })
+        })
+        .collect();
+    if guarded.is_empty() {
+        return Ok(());
+    }
+    let base = base_entries(g, head)?;
     let mut reset = Vec::new();
     let mut removed = Vec::new();
-    for (stage, path) in &entries {
-        let lower = path.to_ascii_lowercase();
-        let in_a_repository = (0..path.len()).filter(|i| path[*i] == b'/').any(|i| {
-            is_repo_setting(&lower[i + 1..])
-                && holds.get(&lower[..i]).is_some_and(|f| f[0])
-                && shaped(&path[..i])
-        });
-        if !in_a_repository {
-            continue;
-        }
-        match base_entry(g, head, path)? {
+    for (stage, path) in guarded {
+        match base.get(*path).cloned() {
             Some((mode, object)) if stage.starts_with(&[&mode[..], b" ", &object[..]].concat()) => {
                 continue
             }
@@ -388,20 +384,21 @@ fn keep_repo_settings_as_in_base(
         ));
     }
     update_index(g, scratch, "--force-remove", &removed)?;
-    for (mode, object, path) in reset {
-        let info = [&mode[..], b",", &object[..], b",", &path[..]].concat();
-        g.run(&[
-            OsStr::new("update-index"),
-            OsStr::new("--cacheinfo"),
-            OsStr::from_bytes(&info),
-        ])?;
+    if !reset.is_empty() {
+        // `<mode> <object>\t<path>` records, all in one `update-index`.
+        let infos: Vec<GitPath> = reset
+            .iter()
+            .map(|(mode, object, path)| [&mode[..], b" ", &object[..], b"\t", &path[..]].concat())
+            .collect();
+        let list = write_list(scratch, "index-info", &infos)?;
+        g.run_raw_ok(&["update-index", "-z", "--index-info"], Some(&list.0))?;
     }
     Ok(())
 }
 
 /// By directory (lower case): whether it holds a `HEAD` file, `objects`,
 /// `refs`, a `commondir` file.
-type RepositoryParts = std::collections::HashMap<Vec<u8>, [bool; 4]>;
+type RepositoryParts = HashMap<Vec<u8>, [bool; 4]>;
 
 /// For each directory of the index (lower case), whether it holds, by the
 /// name directly below it in any case: a `HEAD` file, `objects`, `refs`, a
@@ -429,25 +426,20 @@ fn repository_parts(entries: &[(&[u8], &[u8])]) -> RepositoryParts {
 /// A tree entry's mode and object name, as git prints them.
 type ModeAndObject = (Vec<u8>, Vec<u8>);
 
-/// `path`'s entry in the tree `head`, if there is one.
-fn base_entry(g: &Git, head: &str, path: &[u8]) -> Result<Option<ModeAndObject>, GitError> {
-    let spec = [b":(literal)".as_slice(), path].concat();
-    let args = [
-        OsStr::new("ls-tree"),
-        OsStr::new("-z"),
-        OsStr::new("--full-tree"),
-        OsStr::new(head),
-        OsStr::new("--"),
-        OsStr::from_bytes(&spec),
-    ];
-    let out = g.run_raw(&args, None)?;
+/// Every entry of the tree `head`, trees too, by path (one `ls-tree`, not
+/// one for each path looked up).
+fn base_entries(g: &Git, head: &str) -> Result<HashMap<GitPath, ModeAndObject>, GitError> {
+    let out = g.run_raw_ok(&["ls-tree", "-r", "-t", "-z", "--full-tree", head], None)?;
     // `<mode> <type> <object>\t<path>`
-    let entry = out.records().next().and_then(|r| {
-        let tab = r.iter().position(|b| *b == b'\t')?;
-        let f: Vec<&[u8]> = r[..tab].split(|b| *b == b' ').collect();
-        Some((f.first()?.to_vec(), f.get(2)?.to_vec()))
-    });
-    Ok(entry)
+    Ok(out
+        .records()
+        .filter_map(|r| {
+            let tab = r.iter().position(|b| *b == b'\t')?;
+            let f: Vec<&[u8]> = r[..tab].split(|b| *b == b' ').collect();
+            let entry = (f.first()?.to_vec(), f.get(2)?.to_vec());
+            Some((r[tab + 1..].to_vec(), entry))
+        })
+        .collect())
 }
 
 /// The `HEAD` files of `dir` when git could take it for a repository: a
@@ -583,13 +575,7 @@ impl NestedRepos {
         skipped: &mut LeftOut,
     ) -> Result<Vec<GitPath>, GitError> {
         for _ in 0..MAX_NESTING_ROUNDS {
-            let out = g.run_raw(&["ls-files", "-o", "-z", "--", ".", &self.exclude()], None)?;
-            if out.code != 0 {
-                return Err(GitError {
-                    args: "ls-files -o".into(),
-                    message: out.stderr,
-                });
-            }
+            let out = g.run_raw_ok(&["ls-files", "-o", "-z", "--", ".", &self.exclude()], None)?;
             unreadable_dirs(&out.stderr, skipped);
             let (dirs, files): (Vec<&[u8]>, Vec<&[u8]>) =
                 out.records().partition(|r| r.ends_with(b"/"));
@@ -628,13 +614,7 @@ impl NestedRepos {
         head: &str,
         skipped: &mut LeftOut,
     ) -> Result<(), GitError> {
-        let listed = g.run_raw(&["ls-tree", "-r", "-z", "--full-tree", head], None)?;
-        if listed.code != 0 {
-            return Err(GitError {
-                args: "ls-tree -r".into(),
-                message: listed.stderr,
-            });
-        }
+        let listed = g.run_raw_ok(&["ls-tree", "-r", "-z", "--full-tree", head], None)?;
         // `<mode> <type> <object>\t<path>`
         let gitlinks: Vec<&[u8]> = listed
             .records()
@@ -952,13 +932,7 @@ impl BaseIgnores {
         if !gitignores.is_empty() {
             at.run(&["read-tree", head])?;
             let list = write_list(scratch, "gitignores", &gitignores)?;
-            let out = at.run_raw(&["checkout-index", "-f", "-z", "--stdin"], Some(&list.0))?;
-            if out.code != 0 {
-                return Err(GitError {
-                    args: "checkout-index".into(),
-                    message: out.stderr,
-                });
-            }
+            at.run_raw_ok(&["checkout-index", "-f", "-z", "--stdin"], Some(&list.0))?;
         }
         let _ = std::fs::remove_file(&index);
         Ok(rules)
