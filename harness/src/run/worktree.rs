@@ -246,9 +246,9 @@ impl Worktree {
     pub fn settled(&self) -> Option<BranchFate> {
         let mark = read_small(&self.admin_dir.join(COMMITTED_FILE))?;
         // Marks of earlier versions (empty) were written on a commit only.
-        Some(match mark.trim() {
-            "branch deleted" => BranchFate::Deleted,
-            _ => BranchFate::Kept,
+        Some(match mark.trim() == BranchFate::Deleted.mark().trim() {
+            true => BranchFate::Deleted,
+            false => BranchFate::Kept,
         })
     }
 
