@@ -336,56 +336,14 @@ fn tool_result(
     }
 }
 
-/// `schema` less the `x-mcp-header` annotations of its numeric properties,
-/// for rmcp's check of `Mcp-Param-*` headers: clients leave the header out
-/// for an integer past JavaScript's safe range (the TypeScript SDK 2.4, the
-/// Inspector), and rmcp renders integers past 64 bits as floats, so such
-/// calls were refused -32020 (a helper's find). Those headers go
-/// unchecked; `tools/list` still shows the annotations.
+/// `schema` for rmcp's check of `Mcp-Param-*` headers: less the
+/// annotations of its numeric properties
+/// ([`wasm_mcp_protocol::header_params::without_numeric_annotations`]).
 fn without_numeric_header_params(schema: Arc<JsonObject>) -> Arc<JsonObject> {
-    if !has_numeric_header_param(&schema) {
-        return schema;
+    match wasm_mcp_protocol::header_params::without_numeric_annotations(&schema) {
+        Some(stripped) => Arc::new(stripped),
+        None => schema,
     }
-    let mut schema = (*schema).clone();
-    strip_numeric_header_params(&mut schema);
-    Arc::new(schema)
-}
-
-/// Whether a property on `schema`'s `properties` chain (at any depth, as
-/// rmcp walks it) is numeric and annotated.
-fn has_numeric_header_param(schema: &JsonObject) -> bool {
-    properties_of(schema).any(|p| numeric_header_param(p) || has_numeric_header_param(p))
-}
-
-fn strip_numeric_header_params(schema: &mut JsonObject) {
-    let Some(Value::Object(properties)) = schema.get_mut("properties") else {
-        return;
-    };
-    for property in properties.values_mut() {
-        let Value::Object(p) = property else { continue };
-        if numeric_header_param(p) {
-            p.remove("x-mcp-header");
-        }
-        strip_numeric_header_params(p);
-    }
-}
-
-fn properties_of(schema: &JsonObject) -> impl Iterator<Item = &JsonObject> {
-    schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flat_map(|properties| properties.values().filter_map(Value::as_object))
-}
-
-fn numeric_header_param(property: &JsonObject) -> bool {
-    let is_numeric = |t: &Value| matches!(t.as_str(), Some("integer" | "number"));
-    let typed = match property.get("type") {
-        Some(Value::Array(types)) => types.iter().any(is_numeric),
-        Some(t) => is_numeric(t),
-        None => false,
-    };
-    typed && property.contains_key("x-mcp-header")
 }
 
 fn server_info() -> Implementation {

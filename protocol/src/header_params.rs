@@ -21,6 +21,52 @@ pub fn check_header_annotations(schema: &Map<String, Value>) -> Result<(), Strin
 
 const ANNOTATION: &str = "x-mcp-header";
 
+/// `schema` less the annotations of its numeric (`integer`, `number`)
+/// properties on the `properties` chain, at any depth, for the server's
+/// check of `Mcp-Param-*` headers; `None` when it has none. Clients leave
+/// the header out for an integer past JavaScript's safe range (the
+/// TypeScript SDK 2.4, the Inspector), and rmcp reads integers past 64
+/// bits back as floats, so such calls were refused -32020 (a helper's
+/// find). Those headers go unchecked; `tools/list` still shows them.
+pub fn without_numeric_annotations(schema: &Map<String, Value>) -> Option<Map<String, Value>> {
+    if !has_numeric_annotation(schema) {
+        return None;
+    }
+    let mut stripped = schema.clone();
+    strip_numeric(&mut stripped);
+    Some(stripped)
+}
+
+fn has_numeric_annotation(schema: &Map<String, Value>) -> bool {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    properties
+        .into_iter()
+        .flat_map(|p| p.values().filter_map(Value::as_object))
+        .any(|p| (numeric(p) && p.contains_key(ANNOTATION)) || has_numeric_annotation(p))
+}
+
+fn strip_numeric(schema: &mut Map<String, Value>) {
+    let Some(Value::Object(properties)) = schema.get_mut("properties") else {
+        return;
+    };
+    for property in properties.values_mut().filter_map(Value::as_object_mut) {
+        if numeric(property) {
+            property.remove(ANNOTATION);
+        }
+        strip_numeric(property);
+    }
+}
+
+/// Whether `property`'s `type` is, or lists, `integer` or `number`.
+fn numeric(property: &Map<String, Value>) -> bool {
+    let is_numeric = |t: &Value| matches!(t.as_str(), Some("integer" | "number"));
+    match property.get("type") {
+        Some(Value::Array(types)) => types.iter().any(is_numeric),
+        Some(t) => is_numeric(t),
+        None => false,
+    }
+}
+
 /// `schema` was reached from the root through `properties` keys alone
 /// (`path`): its properties may carry annotations, anything else in it may not.
 fn check_on_chain(
