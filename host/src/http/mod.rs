@@ -325,12 +325,11 @@ async fn guard_origin(State(gate): State<Arc<Gate>>, req: Request, next: Next) -
     // asked, and their kept connections counted as a client's keep-alive,
     // which tokenless clients pushed token holders' out with (helpers'
     // finds; see `router`).
-    let mut response = next.run(req).await;
-    if response.extensions().get::<Authenticated>().is_none() {
-        let close = axum::http::HeaderValue::from_static("close");
-        response.headers_mut().insert(header::CONNECTION, close);
+    let response = next.run(req).await;
+    match response.extensions().get::<Authenticated>() {
+        Some(_) => response,
+        None => (CLOSE, response).into_response(),
     }
-    response
 }
 
 /// Steps 2–6, the MCP endpoint.
@@ -857,19 +856,21 @@ fn unauthorized(gate: &Gate, e: &AuthError) -> Response {
             tracing::warn!(refused = n, "refused bearer token: {reason}");
         }
     }
+    // Its connection is closed by `guard_origin`, as every answer to a
+    // request that did not authenticate.
     (
         StatusCode::UNAUTHORIZED,
         [(header::WWW_AUTHENTICATE, gate.resource.challenge(e))],
-        CLOSE,
         "Unauthorized",
     )
         .into_response()
 }
 
-/// Closes the connection after a refusal of who is asking (401, 403) and
-/// after a 503 (see [`busy`]): a client without a token kept 256
-/// keep-alive connections open by asking again every 5 s, and clients with
-/// the token got no connection (a helper's find).
+/// Closes the connection after an answer to a request that did not
+/// authenticate (`guard_origin`: a refusal of who is asking, a preflight,
+/// the public metadata) and after a 503 (see [`busy`]): a client without a
+/// token kept 256 keep-alive connections open by asking again every 5 s,
+/// and clients with the token got no connection (a helper's find).
 const CLOSE: [(header::HeaderName, &str); 1] = [(header::CONNECTION, "close")];
 
 /// Step 5: a JWT grant calling a tool that needs a scope it lacks → 403.
