@@ -1023,44 +1023,15 @@ async fn names_like_pathspec_magic_are_committed() {
 /// in a kept worktree.
 #[tokio::test]
 async fn a_bare_repository_layout_is_no_repository_to_the_user() {
-    for keep in [false, true] {
-        let env = Env::new();
-        let repo = env.repo();
-        std::fs::create_dir(repo.join("src")).unwrap();
-        std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
-        commit_all(&repo, &["src/a.rs"]);
-        let (script, marker) = env.marker();
-        let act = move |wt: &Path| {
-            let src = wt.join("src");
-            plant_poisoned_git_dir(&src, &script);
-            let config = src.join("config");
-            let mut text = std::fs::read_to_string(&config).unwrap();
-            text.push_str("[core]\n\tworktree = ..\n");
-            std::fs::write(&config, text).unwrap();
-        };
-        let report = env.run(act, |o| o.keep_worktree = keep).await;
-        assert!(report.ok(), "{:?}", report.error);
-        let c = committed(&report);
-        let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &c.commit]);
-        assert!(!files.lines().any(|l| l == "src/HEAD"), "{files}");
-        assert!(files.lines().any(|l| l == "src/config"), "{files}");
-        // On the branch, checked out by the user.
-        let out = env.dir.path().join("checkout");
-        git_ok(
-            &repo,
-            &["worktree", "add", "-q", out.to_str().unwrap(), &c.commit],
-        );
-        let _ = user_git(&out.join("src"), &["status", "--short"]);
-        if keep {
-            let _ = user_git(&report.worktree.join("src"), &["status", "--short"]);
-            assert!(!report.worktree.join("src/HEAD").exists());
-        }
-        assert!(
-            !marker.exists(),
-            "keep {keep}: the tool's bare layout ran for the user: {}",
-            std::fs::read_to_string(&marker).unwrap()
-        );
-    }
+    let plant = |wt: &Path, script: &Path| {
+        let src = wt.join("src");
+        plant_poisoned_git_dir(&src, script);
+        let config = src.join("config");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str("[core]\n\tworktree = ..\n");
+        std::fs::write(&config, text).unwrap();
+    };
+    a_planted_layout_runs_nothing(plant, "src/config").await;
 }
 
 /// A directory with a `HEAD` and a `commondir` file is a repository to git
@@ -1071,6 +1042,33 @@ async fn a_bare_repository_layout_is_no_repository_to_the_user() {
 /// `src/` ran the tool's `core.fsmonitor` (a helper's find).
 #[tokio::test]
 async fn a_commondir_layout_is_no_repository_to_the_user() {
+    let plant = |wt: &Path, script: &Path| {
+        let common = wt.join("lib/fake");
+        plant_poisoned_git_dir(&common, script);
+        std::fs::remove_file(common.join("HEAD")).unwrap();
+        let config = common.join("config");
+        let text = std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("repositoryformatversion = 0", "repositoryformatversion = 1");
+        std::fs::write(&config, text + "[extensions]\n\tworktreeConfig = true\n").unwrap();
+        let src = wt.join("src");
+        std::fs::write(src.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(src.join("commondir"), "../lib/fake\n").unwrap();
+        std::fs::write(
+            src.join("config.worktree"),
+            "[core]\n\tworktree = ..\n\tbare = false\n",
+        )
+        .unwrap();
+    };
+    a_planted_layout_runs_nothing(plant, "src/commondir").await;
+}
+
+/// A tool plants a repository's layout with `plant(worktree, script)` in
+/// `src/` of a base that tracks `src/a.rs`. Kept or not, `src/HEAD` is left
+/// out of the commit, `committed_file` is in it, and the user's `git
+/// status` in `src/` of a checkout of the branch, and of the kept
+/// worktree, runs nothing the tool wrote.
+async fn a_planted_layout_runs_nothing(plant: fn(&Path, &Path), committed_file: &str) {
     for keep in [false, true] {
         let env = Env::new();
         let repo = env.repo();
@@ -1078,43 +1076,20 @@ async fn a_commondir_layout_is_no_repository_to_the_user() {
         std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
         commit_all(&repo, &["src/a.rs"]);
         let (script, marker) = env.marker();
-        let act = move |wt: &Path| {
-            let common = wt.join("lib/fake");
-            plant_poisoned_git_dir(&common, &script);
-            std::fs::remove_file(common.join("HEAD")).unwrap();
-            let config = common.join("config");
-            let text = std::fs::read_to_string(&config)
-                .unwrap()
-                .replace("repositoryformatversion = 0", "repositoryformatversion = 1");
-            std::fs::write(&config, text + "[extensions]\n\tworktreeConfig = true\n").unwrap();
-            let src = wt.join("src");
-            std::fs::write(src.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-            std::fs::write(src.join("commondir"), "../lib/fake\n").unwrap();
-            std::fs::write(
-                src.join("config.worktree"),
-                "[core]\n\tworktree = ..\n\tbare = false\n",
-            )
-            .unwrap();
-        };
+        let act = move |wt: &Path| plant(wt, &script);
         let report = env.run(act, |o| o.keep_worktree = keep).await;
         assert!(report.ok(), "{:?}", report.error);
         let c = committed(&report);
         let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &c.commit]);
         assert!(!files.lines().any(|l| l == "src/HEAD"), "{files}");
-        assert!(files.lines().any(|l| l == "src/commondir"), "{files}");
-        let out = env.dir.path().join("checkout");
-        git_ok(
-            &repo,
-            &["worktree", "add", "-q", out.to_str().unwrap(), &c.commit],
-        );
-        let _ = user_git(&out.join("src"), &["status", "--short"]);
-        if keep {
-            let _ = user_git(&report.worktree.join("src"), &["status", "--short"]);
-            assert!(!report.worktree.join("src/HEAD").exists());
-        }
+        assert!(files.lines().any(|l| l == committed_file), "{files}");
+        // On the branch, checked out by the user.
+        let kept = keep.then_some(report.worktree.as_path());
+        status_in_checkouts(&env, &c.commit, "src", kept);
+        assert!(!keep || !report.worktree.join("src/HEAD").exists());
         assert!(
             !marker.exists(),
-            "keep {keep}: the tool's commondir layout ran for the user: {}",
+            "keep {keep}: the tool's layout ran for the user: {}",
             std::fs::read_to_string(&marker).unwrap()
         );
     }
@@ -1454,31 +1429,15 @@ async fn a_bare_layout_at_a_submodule_path_is_set_aside() {
 /// `src/` (a helper's find). Its `HEAD` is left out.
 #[tokio::test]
 async fn links_as_objects_and_refs_make_a_repository_too() {
-    let env = Env::new();
-    let repo = env.repo();
-    std::fs::create_dir(repo.join("src")).unwrap();
-    std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").unwrap();
-    commit_all(&repo, &["src/a.rs"]);
-    let (script, marker) = env.marker();
-    let act = move |wt: &Path| {
+    let plant = |wt: &Path, script: &Path| {
         let src = wt.join("src");
-        plant_poisoned_git_dir(&src, &script);
+        plant_poisoned_git_dir(&src, script);
         for name in ["objects", "refs"] {
             std::fs::remove_dir_all(src.join(name)).unwrap();
             std::os::unix::fs::symlink(format!("../.git/{name}"), src.join(name)).unwrap();
         }
     };
-    let report = env.run(act, |_| {}).await;
-    assert!(report.ok(), "{:?}", report.error);
-    let c = committed(&report);
-    let files = git_ok(&repo, &["ls-tree", "-r", "--name-only", &c.commit]);
-    assert!(!files.lines().any(|l| l == "src/HEAD"), "{files}");
-    status_in_checkouts(&env, &c.commit, "src", None);
-    assert!(
-        !marker.exists(),
-        "the tool's layout ran for the user: {}",
-        std::fs::read_to_string(&marker).unwrap()
-    );
+    a_planted_layout_runs_nothing(plant, "src/config").await;
 }
 
 /// A tool's edit of a tracked `HEAD` (`docs/HEAD`), with a config and the
