@@ -650,6 +650,7 @@ impl Plugin {
                 other => other,
             }),
         };
+        sandbox.retire(store);
         (outcome, stats)
     }
 

@@ -19,6 +19,7 @@ use crate::disk_guard::GuardedFs;
 use crate::grants::{Filesystem, Grant};
 use crate::limits::{Limits, StoreLimiter, EPOCH_TICK};
 use crate::logpipe::LogPipe;
+use crate::reaper::Reaper;
 
 /// File operations run on the calling thread (which already runs the
 /// guest) instead of a spawn_blocking round trip per operation; the
@@ -186,6 +187,8 @@ pub struct Sandbox {
     empty_root: Option<EmptyRoot>,
     /// One permit per spare instance (`Limits::spare_instances`).
     spare_slots: Arc<Semaphore>,
+    /// Drops finished calls' stores off their calls' path.
+    reaper: Reaper<Store<StoreState>>,
     _ticker: EpochTicker,
 }
 
@@ -283,6 +286,7 @@ impl Sandbox {
             plugin_disk: Default::default(),
             frozen_at,
             empty_root,
+            reaper: Reaper::start(),
             _ticker: ticker,
         })
     }
@@ -368,6 +372,13 @@ impl Sandbox {
         let fs = with_fs.then_some(grant.filesystem);
         // Counted with no plugin's calls: the server's own rights.
         self.build_store(engine, &grant, fs, Arc::default(), deadline)
+    }
+
+    /// Drops a finished call's `store` off the call's path: its instance
+    /// slot is reset by the reaper (`reaper.rs`), or here when the reaper
+    /// is behind.
+    pub fn retire(&self, store: Store<StoreState>) {
+        self.reaper.retire(store);
     }
 
     /// A fresh store under `grant`, whose filesystem is `fs` (the grant's,
@@ -597,20 +608,22 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
         .context("creating the wasmtime engine")
 }
 
-/// Bytes of each pooled linear memory kept resident between calls: enough
-/// for a small call's stack and heap to find its pages there next time.
+/// Bytes of each pooled linear memory kept resident between calls: room
+/// for the pages a result of a few MB is written into, so that the next
+/// large call of the slot does not fault them in again (a 1.9 MB
+/// `read_file` writes ~2.2 MB; at 256 KiB kept each such call took ~440
+/// page faults, ~0.5 ms of its 6 ms here).
+///
 /// Without userfaultfd write protection, `PAGEMAP_SCAN` reports every
 /// present page as written, so a freed slot `memset`s all its resident
-/// pages up to this much on every reset, whatever the call touched: with
-/// 8 MiB, one 1.9 MB read left ~5 MB resident and every small call of
-/// that plugin after it paid for zeroing them (in process 27 → 219 µs;
-/// served p50 0.193 → 0.414 ms, the bench's "again" row). With 256 KiB a
-/// small call served costs the same before and after a large one (p50
-/// 0.199 / 0.199 ms; in process 27 → 40 µs, the 256 KiB `memset`); a
-/// large call faults in what it touches beyond (1.9 MB read served p50
-/// 6.4 → 7.4 ms, in process 1.0 → 1.9 ms), and a slot keeps at most
-/// 256 KiB.
-const KEEP_RESIDENT_BYTES: usize = 256 << 10;
+/// pages up to this much on every reset, whatever the call touched: after
+/// one large call, every reset of that slot zeroes ~2 MB (~0.1 ms). That
+/// is why the reset runs on the reaper (`reaper.rs`), after the call has
+/// answered and on a core nothing else wants: before it did, keeping 8 MiB
+/// made every small call after a large one slower (served p50 0.25–0.27 →
+/// 0.27–0.33 ms), and at 256 KiB large calls paid for the faults. A slot
+/// keeps at most this much of what its calls wrote.
+const KEEP_RESIDENT_BYTES: usize = 4 << 20;
 
 /// Bytes of each pooled table kept resident between calls.
 const KEEP_RESIDENT_TABLE_BYTES: usize = 64 << 10;
