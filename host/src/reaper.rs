@@ -5,8 +5,10 @@
 //! what the pool keeps resident) and an `madvise` of the rest. That is work
 //! for the next call of the slot, not for the caller waiting on this one's
 //! answer, so a call hands its store to a [`Reaper`]: one thread at idle
-//! priority (`SCHED_IDLE` on Linux: it runs only on a core nothing else
-//! wants) that drops what it is given, in order.
+//! priority (`SCHED_IDLE` on Linux, the scheduler's lowest weight: it runs
+//! on a core nothing else wants, and gets only a sliver of a busy one, so
+//! it is slowed, never stopped, by load) that drops what it is given, in
+//! order.
 //!
 //! The queue is bounded ([`RETIRING`]): when it is full (the reaper is
 //! starved by a busy machine, or slow on one store's drop) the caller drops
@@ -15,7 +17,10 @@
 //! which the pool has on top of those of calls, loads and spares
 //! (`Limits::instance_slots`): an admitted call never finds it exhausted,
 //! and a plugin whose store is slow to drop delays no other plugin's more
-//! than it would without the reaper.
+//! than it would without the reaper. A store keeps what it holds (its
+//! memory, up to the call's limit; its open files, counted in
+//! `Limits::open_files_needed` through the same slots) until it is
+//! dropped.
 
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::thread::JoinHandle;
