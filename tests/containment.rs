@@ -990,3 +990,61 @@ fn a_step_that_never_yields_holds_the_connection_once() {
         .count();
     assert!(slow <= 1, "pings held up: {held:?}");
 }
+
+/// A call reads nothing an earlier call left in its instance's memory: the
+/// pages a pooled slot keeps resident (4 MiB) are zeroed at every reset,
+/// also now that the reset runs on the reaper after the call has answered
+/// (`host/src/reaper.rs`). `scribble` fills fresh heap with a byte no JSON
+/// text holds; `peek` counts that byte in all of its linear memory and
+/// reads 4 MiB it grows it by.
+#[test]
+fn a_call_never_sees_what_an_earlier_call_left_in_memory() {
+    let wt = worktree();
+    let plugins = plugin_dir(&["test-plugins/hostile.wasm"]);
+    let (mut s, _) = Server::start(wt.path(), plugins.path(), &[]);
+    let peek = |s: &mut Server| s.call("peek", json!({}))["structuredContent"].clone();
+    let clean = peek(&mut s);
+    assert_eq!(clean["dirty_grown"], 0, "{clean}");
+    let base = clean["marked"].as_u64().unwrap();
+    // `peek` finds marks where there are some.
+    let r = s.call("scribble", json!({"bytes": 1 << 20, "then_peek": true}));
+    assert!(
+        r["structuredContent"]["peek_marked"].as_u64().unwrap() >= base + (1 << 20),
+        "{r}"
+    );
+    for round in 0..6u64 {
+        // Inside what a slot keeps resident, then past it.
+        let bytes = if round % 2 == 0 { 3 << 20 } else { 8 << 20 };
+        let r = s.call("scribble", json!({"bytes": bytes}));
+        assert_eq!(r["structuredContent"]["marked"], bytes, "{r}");
+        if round >= 3 {
+            // The reaper done (before, the next call races it).
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for _ in 0..3 {
+            let seen = peek(&mut s);
+            assert!(
+                seen["marked"].as_u64().unwrap() <= base + 64,
+                "round {round}: {seen}"
+            );
+            assert_eq!(seen["dirty_grown"], 0, "round {round}: {seen}");
+        }
+    }
+    // Calls in flight at once: scribbles and peeks interleaved.
+    for id in 0..16u64 {
+        let (tool, args) = match id % 2 {
+            0 => ("scribble", json!({"bytes": 3 << 20})),
+            _ => ("peek", json!({})),
+        };
+        let msg = json!({"jsonrpc": "2.0", "id": 900 + id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}});
+        s.send_raw(&msg.to_string());
+    }
+    for id in (0..16u64).filter(|i| i % 2 == 1) {
+        let seen =
+            result_of(&mut s, 900 + id, Duration::from_secs(20))["structuredContent"].clone();
+        assert!(seen["marked"].as_u64().unwrap() <= base + 64, "{seen}");
+        assert_eq!(seen["dirty_grown"], 0, "{seen}");
+    }
+    assert!(s.shutdown().success());
+}

@@ -67,6 +67,16 @@ pub fn tools() -> Vec<Tool> {
         ),
         t("count_calls", obj(json!({}), &[]), None),
         t(
+            "scribble",
+            obj(
+                json!({"bytes": {"type": "integer", "minimum": 0},
+                       "then_peek": {"type": "boolean"}}),
+                &["bytes"],
+            ),
+            None,
+        ),
+        t("peek", obj(json!({}), &[]), None),
+        t(
             "hold_files",
             obj(
                 json!({"count": {"type": "integer", "minimum": 0},
@@ -394,6 +404,41 @@ fn host_hoard(kind: &str, n: u64) -> u64 {
     held.len() as u64
 }
 
+/// What `scribble` writes (not valid UTF-8 alone, so in no JSON text).
+const MARK_BYTE: u8 = 0xA5;
+
+/// Reads every byte of this instance's linear memory (volatile: memory
+/// Rust did not allocate), then grows it by 4 MiB and reads that.
+#[cfg(target_arch = "wasm32")]
+fn peek() -> (u64, u64) {
+    use core::arch::wasm32::{memory_grow, memory_size};
+    const PAGE: usize = 65536;
+    let read = |from: usize, to: usize, f: &mut dyn FnMut(u8)| {
+        for addr in from.max(1)..to {
+            // SAFETY: inside the linear memory (below its size in pages);
+            // address 0 is skipped.
+            f(unsafe { core::ptr::read_volatile(addr as *const u8) });
+        }
+    };
+    let end = memory_size(0) * PAGE;
+    let mut marked = 0u64;
+    read(0, end, &mut |b| marked += u64::from(b == MARK_BYTE));
+    let grown_from = memory_grow(0, 64);
+    if grown_from == usize::MAX {
+        return (marked, u64::MAX);
+    }
+    let mut dirty = 0u64;
+    read(grown_from * PAGE, (grown_from + 64) * PAGE, &mut |b| {
+        dirty += u64::from(b != 0)
+    });
+    (marked, dirty)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn peek() -> (u64, u64) {
+    (0, 0)
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 fn host_hoard(_: &str, _: u64) -> u64 {
     0
@@ -515,6 +560,24 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
             static CALLS: AtomicU32 = AtomicU32::new(0);
             json!({"calls": CALLS.fetch_add(1, Ordering::Relaxed) + 1})
         }
+        // Fills `bytes` of fresh heap with MARK_BYTE and leaves it there;
+        // with `then_peek`, also what `peek` sees of it (the test's check
+        // that `peek` finds marks where there are some).
+        "scribble" => {
+            let n = args.get("bytes").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let filled = std::hint::black_box(vec![MARK_BYTE; n]);
+            let marked = filled.iter().filter(|b| **b == MARK_BYTE).count();
+            std::mem::forget(filled);
+            let seen = (args.get("then_peek") == Some(&json!(true))).then(|| peek().0);
+            json!({"marked": marked, "peek_marked": seen})
+        }
+        // What this instance can read of an earlier call's memory: the
+        // MARK_BYTEs anywhere in its linear memory, and the bytes that are
+        // not zero in 4 MiB it grows it by.
+        "peek" => {
+            let (marked, dirty_grown) = peek();
+            json!({"marked": marked, "dirty_grown": dirty_grown})
+        }
         // Opens the worktree's root `count` times (or lists it, with
         // `listings`, or opens read streams of the file `streams_of`, each
         // with a read started) straight through `wasi:filesystem`, not the
@@ -623,7 +686,7 @@ mod glue {
 mod tests {
     #[test]
     fn lists_and_dispatches() {
-        assert_eq!(super::tools().len(), 23);
+        assert_eq!(super::tools().len(), 25);
         assert_eq!(
             super::call("bad_output", "{}").unwrap()["n"],
             "not a number"
