@@ -378,16 +378,30 @@ impl Sandbox {
 
     /// Drops a finished call's `store` off the call's path: its instance
     /// slot is reset by the reaper (`reaper.rs`), or here when the reaper
-    /// is behind. Stores of on-demand engines (`--allocator on-demand`, the
-    /// baseline tier) are dropped here: their drop unmaps the instance's
-    /// memory, which takes the process's address-space lock, and an
-    /// idle-priority thread holding it made the next call's `mmap` wait
-    /// (small calls on demand 0.22–0.24 → 0.30–0.31 ms p50).
+    /// is behind. Dropped here instead:
+    /// - stores of on-demand engines (`--allocator on-demand`, the
+    ///   baseline tier): their drop unmaps the instance's memory, which
+    ///   takes the process's address-space lock, and an idle-priority
+    ///   thread holding it made the next call's `mmap` wait (small calls on
+    ///   demand 0.22–0.24 → 0.30–0.31 ms p50);
+    /// - stores whose memory grew past [`RETIRED_MEMORY_BYTES`]: their
+    ///   reset gives back what the slot does not keep (`madvise`, long for
+    ///   a large memory), and a reaper at idle weight inside it when the
+    ///   process ended (stdin closed, or SIGKILL) was its last thread and
+    ///   tore the address space down at that weight too: 9–14 s to exit on
+    ///   a busy machine after 250 MB calls (a helper's find), 0.05 s before;
+    /// - stores still holding files, streams or listings the guest opened:
+    ///   dropped here they are closed when the call ends, as its plugin's
+    ///   share of calls counts on (a plugin that kept 256 open per call
+    ///   had 3 more calls' worth held by queued stores, and another
+    ///   plugin's calls failed "Too many open files" under a limit its
+    ///   shares fitted in; another find).
     pub fn retire(&self, store: Store<StoreState>) {
+        let pooled = Engine::same(store.engine(), &self.optimized.engine);
+        let state = store.data();
+        let cheap = state.limiter().peak() <= RETIRED_MEMORY_BYTES && state.disk.held_open() == 0;
         match &self.reaper {
-            Some(reaper) if Engine::same(store.engine(), &self.optimized.engine) => {
-                reaper.retire(store)
-            }
+            Some(reaper) if pooled && cheap => reaper.retire(store),
             _ => drop(store),
         }
     }
@@ -637,6 +651,13 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<(Engine, bool)>
 /// 0.27–0.33 ms), and at 256 KiB large calls paid for the faults. A slot
 /// keeps at most this much of what its calls wrote.
 const KEEP_RESIDENT_BYTES: usize = 4 << 20;
+
+/// The most memory (linear memories and tables) a store may have held to
+/// be dropped by the reaper (`Sandbox::retire`): its reset is then at most
+/// a `memset` of what the slot keeps and an `madvise` of 12 MiB. A 1.9 MB
+/// `read_file` holds 8 MiB (its memory grown for the result, ~2.2 MB of it
+/// written).
+const RETIRED_MEMORY_BYTES: usize = 4 * KEEP_RESIDENT_BYTES;
 
 /// Bytes of each pooled table kept resident between calls.
 const KEEP_RESIDENT_TABLE_BYTES: usize = 64 << 10;
