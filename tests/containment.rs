@@ -992,11 +992,10 @@ fn a_step_that_never_yields_holds_the_connection_once() {
 }
 
 /// A call reads nothing an earlier call left in its instance's memory: the
-/// pages a pooled slot keeps resident (4 MiB) are zeroed at every reset,
-/// also now that the reset runs on the reaper after the call has answered
-/// (`host/src/reaper.rs`). `scribble` fills fresh heap with a byte no JSON
-/// text holds; `peek` counts that byte in all of its linear memory and
-/// reads 4 MiB it grows it by.
+/// pages a pooled slot keeps resident are zeroed at every reset, the rest
+/// given back. `scribble` fills fresh heap with a byte no JSON text holds;
+/// `peek` counts that byte in all of its linear memory and reads 4 MiB it
+/// grows it by.
 #[test]
 fn a_call_never_sees_what_an_earlier_call_left_in_memory() {
     let wt = worktree();
@@ -1013,12 +1012,12 @@ fn a_call_never_sees_what_an_earlier_call_left_in_memory() {
         "{r}"
     );
     for round in 0..6u64 {
-        // Inside what a slot keeps resident, then past it.
+        // Up to and past what a slot could keep resident (4 MiB was tried).
         let bytes = if round % 2 == 0 { 3 << 20 } else { 8 << 20 };
         let r = s.call("scribble", json!({"bytes": bytes}));
         assert_eq!(r["structuredContent"]["marked"], bytes, "{r}");
         if round >= 3 {
-            // The reaper done (before, the next call races it).
+            // The slot's reset done (before, the next call may race it).
             std::thread::sleep(Duration::from_millis(50));
         }
         for _ in 0..3 {

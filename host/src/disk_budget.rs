@@ -415,11 +415,6 @@ impl CallBudget {
         }
     }
 
-    /// Files, streams and listings (by their size) the guest still holds.
-    pub fn held_open(&self) -> u64 {
-        self.0.open_files.load(Ordering::Relaxed)
-    }
-
     /// A file or stream counted by [`CallBudget::open_file`] was closed,
     /// or failed to open.
     pub fn close_file(&self) {

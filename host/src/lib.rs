@@ -29,7 +29,6 @@ pub mod params;
 pub mod pinning;
 pub mod plugin;
 pub mod progress;
-pub mod reaper;
 pub mod registry;
 pub mod repeats;
 pub mod sandbox;

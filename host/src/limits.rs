@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use crate::disk_budget::DiskLimits;
-use crate::reaper::RETIRING_SLOTS;
 
 /// Default result cap: 5 MiB, so 5 + 2 × 5 (worst-case escaping of the text
 /// block) stays below a 16 MiB frame.
@@ -30,9 +29,8 @@ pub const MAX_SPARE_INSTANCES: usize = 256;
 
 /// What one component instance may contain. Instantiating a component with
 /// more fails (the plugin is refused at load). The pooling allocator is
-/// sized as `(max_concurrency + LOAD_SLOTS + spare_instances +
-/// RETIRING_SLOTS) ×` these, so calls admitted by the concurrency limits can
-/// never exhaust it.
+/// sized as `(max_concurrency + LOAD_SLOTS + spare_instances) ×` these, so
+/// calls admitted by the concurrency limits can never exhaust it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ComponentMax {
     pub core_instances: u32,
@@ -113,11 +111,9 @@ impl Limits {
     }
 
     /// Component instances alive at once: one per call slot, load slot
-    /// and spare, and the finished calls' stores the reaper may hold
-    /// (`reaper.rs`).
+    /// and spare.
     pub fn instance_slots(&self) -> u32 {
-        let calls = self.max_concurrency.max(1);
-        (calls + LOAD_SLOTS + self.spare_instances + RETIRING_SLOTS) as u32
+        (self.max_concurrency.max(1) + LOAD_SLOTS + self.spare_instances) as u32
     }
 
     /// Open files the server may need: every instance slot holding its
@@ -290,14 +286,13 @@ mod tests {
         assert_eq!(with(4, Some(1)).plugin_share(), 1);
         assert_eq!(with(4, Some(9)).plugin_share(), 4);
         assert_eq!(with(4, Some(0)).plugin_share(), 1);
-        let slots = 4 + LOAD_SLOTS + DEFAULT_SPARE_INSTANCES + RETIRING_SLOTS;
+        let slots = 4 + LOAD_SLOTS + DEFAULT_SPARE_INSTANCES;
         assert_eq!(with(4, None).instance_slots(), slots as u32);
         let no_spares = Limits {
             spare_instances: 0,
             ..with(4, None)
         };
-        let slots = 4 + LOAD_SLOTS + RETIRING_SLOTS;
-        assert_eq!(no_spares.instance_slots(), slots as u32);
+        assert_eq!(no_spares.instance_slots(), (4 + LOAD_SLOTS) as u32);
     }
 
     #[test]

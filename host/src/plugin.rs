@@ -650,7 +650,6 @@ impl Plugin {
                 other => other,
             }),
         };
-        sandbox.retire(store);
         (outcome, stats)
     }
 

@@ -19,7 +19,6 @@ use crate::disk_guard::GuardedFs;
 use crate::grants::{Filesystem, Grant};
 use crate::limits::{Limits, StoreLimiter, EPOCH_TICK};
 use crate::logpipe::LogPipe;
-use crate::reaper::Reaper;
 
 /// File operations run on the calling thread (which already runs the
 /// guest) instead of a spawn_blocking round trip per operation; the
@@ -187,9 +186,6 @@ pub struct Sandbox {
     empty_root: Option<EmptyRoot>,
     /// One permit per spare instance (`Limits::spare_instances`).
     spare_slots: Arc<Semaphore>,
-    /// Drops finished calls' stores off their calls' path, where the
-    /// optimized tier allocates from the pool (`retire`).
-    reaper: Option<Reaper<Store<StoreState>>>,
     _ticker: EpochTicker,
 }
 
@@ -246,8 +242,7 @@ impl Sandbox {
         limits: Limits,
         opts: &EngineOptions,
     ) -> Result<Self> {
-        let (engine, pooled) = build_engine(&limits, opts)?;
-        let optimized = Tier::new(engine)?;
+        let optimized = Tier::new(build_engine(&limits, opts)?)?;
         let baseline = match opts.baseline_tier {
             true => baseline_engine().map(Tier::new).transpose()?,
             false => None,
@@ -288,7 +283,6 @@ impl Sandbox {
             plugin_disk: Default::default(),
             frozen_at,
             empty_root,
-            reaper: pooled.then(Reaper::start),
             _ticker: ticker,
         })
     }
@@ -374,36 +368,6 @@ impl Sandbox {
         let fs = with_fs.then_some(grant.filesystem);
         // Counted with no plugin's calls: the server's own rights.
         self.build_store(engine, &grant, fs, Arc::default(), deadline)
-    }
-
-    /// Drops a finished call's `store` off the call's path: its instance
-    /// slot is reset by the reaper (`reaper.rs`), or here when the reaper
-    /// is behind. Dropped here instead:
-    /// - stores of on-demand engines (`--allocator on-demand`, the
-    ///   baseline tier): their drop unmaps the instance's memory, which
-    ///   takes the process's address-space lock, and an idle-priority
-    ///   thread holding it made the next call's `mmap` wait (small calls on
-    ///   demand 0.22–0.24 → 0.30–0.31 ms p50);
-    /// - stores whose memory grew past [`RETIRED_MEMORY_BYTES`]: their
-    ///   reset gives back what the slot does not keep (`madvise`, long for
-    ///   a large memory), and a reaper at idle weight inside it when the
-    ///   process ended (stdin closed, or SIGKILL) was its last thread and
-    ///   tore the address space down at that weight too: 9–14 s to exit on
-    ///   a busy machine after 250 MB calls (a helper's find), 0.05 s before;
-    /// - stores still holding files, streams or listings the guest opened:
-    ///   dropped here they are closed when the call ends, as its plugin's
-    ///   share of calls counts on (a plugin that kept 256 open per call
-    ///   had 3 more calls' worth held by queued stores, and another
-    ///   plugin's calls failed "Too many open files" under a limit its
-    ///   shares fitted in; another find).
-    pub fn retire(&self, store: Store<StoreState>) {
-        let pooled = Engine::same(store.engine(), &self.optimized.engine);
-        let state = store.data();
-        let cheap = state.limiter().peak() <= RETIRED_MEMORY_BYTES && state.disk.held_open() == 0;
-        match &self.reaper {
-            Some(reaper) if pooled && cheap => reaper.retire(store),
-            _ => drop(store),
-        }
     }
 
     /// A fresh store under `grant`, whose filesystem is `fs` (the grant's,
@@ -614,50 +578,39 @@ fn baseline_engine() -> Option<Engine> {
     }
 }
 
-/// The optimized tier's engine, and whether it allocates from the pool.
-fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<(Engine, bool)> {
+fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
     let mut cfg = base_config();
     if opts.pooling {
         cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool_config(
             limits,
         )));
         match Engine::new(&cfg) {
-            Ok(engine) => return Ok((engine, true)),
+            Ok(engine) => return Ok(engine),
             Err(e) => {
                 tracing::warn!("pooling allocator unavailable ({e:#}); using on-demand allocation");
                 cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::OnDemand);
             }
         }
     }
-    let engine = Engine::new(&cfg)
+    Engine::new(&cfg)
         .map_err(anyhow::Error::from)
-        .context("creating the wasmtime engine")?;
-    Ok((engine, false))
+        .context("creating the wasmtime engine")
 }
 
-/// Bytes of each pooled linear memory kept resident between calls: room
-/// for the pages a result of a few MB is written into, so that the next
-/// large call of the slot does not fault them in again (a 1.9 MB
-/// `read_file` writes ~2.2 MB; at 256 KiB kept each such call took ~440
-/// page faults, ~0.5 ms of its 6 ms here).
-///
+/// Bytes of each pooled linear memory kept resident between calls: enough
+/// for a small call's stack and heap to find its pages there next time.
 /// Without userfaultfd write protection, `PAGEMAP_SCAN` reports every
 /// present page as written, so a freed slot `memset`s all its resident
-/// pages up to this much on every reset, whatever the call touched: after
-/// one large call, every reset of that slot zeroes ~2 MB (~0.1 ms). That
-/// is why the reset runs on the reaper (`reaper.rs`), after the call has
-/// answered and on a core nothing else wants: before it did, keeping 8 MiB
-/// made every small call after a large one slower (served p50 0.25–0.27 →
-/// 0.27–0.33 ms), and at 256 KiB large calls paid for the faults. A slot
-/// keeps at most this much of what its calls wrote.
-const KEEP_RESIDENT_BYTES: usize = 4 << 20;
-
-/// The most memory (linear memories and tables) a store may have held to
-/// be dropped by the reaper (`Sandbox::retire`): its reset is then at most
-/// a `memset` of what the slot keeps and an `madvise` of 12 MiB. A 1.9 MB
-/// `read_file` holds 8 MiB (its memory grown for the result, ~2.2 MB of it
-/// written).
-const RETIRED_MEMORY_BYTES: usize = 4 * KEEP_RESIDENT_BYTES;
+/// pages up to this much on every reset, whatever the call touched: with
+/// 8 MiB, one 1.9 MB read left ~5 MB resident and every small call of
+/// that plugin after it paid for zeroing them (in process 27 → 219 µs;
+/// served p50 0.193 → 0.414 ms, the bench's "again" row). With 256 KiB a
+/// small call served costs the same before and after a large one (p50
+/// 0.199 / 0.199 ms; in process 27 → 40 µs, the 256 KiB `memset`); a
+/// large call faults in what it touches beyond (1.9 MB read served p50
+/// 6.4 → 7.4 ms, in process 1.0 → 1.9 ms), and a slot keeps at most
+/// 256 KiB.
+const KEEP_RESIDENT_BYTES: usize = 256 << 10;
 
 /// Bytes of each pooled table kept resident between calls.
 const KEEP_RESIDENT_TABLE_BYTES: usize = 64 << 10;
@@ -723,25 +676,5 @@ impl Drop for EpochTicker {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Only stores of the pooled engine go to the reaper: an on-demand
-    /// store's drop unmaps memory (`Sandbox::retire`).
-    #[test]
-    fn only_a_pooled_engine_has_a_reaper() {
-        let sandbox = |pooling| {
-            let opts = EngineOptions {
-                pooling,
-                ..Default::default()
-            };
-            Sandbox::new(None, FsAccess::ReadOnly, Limits::default(), &opts).unwrap()
-        };
-        assert!(sandbox(false).reaper.is_none());
-        assert!(sandbox(true).reaper.is_some());
     }
 }
