@@ -568,7 +568,8 @@ pub fn call(name: &str, args_json: &str) -> Result<Value, (bool, String)> {
             let filled = std::hint::black_box(vec![MARK_BYTE; n]);
             let marked = filled.iter().filter(|b| **b == MARK_BYTE).count();
             std::mem::forget(filled);
-            let seen = (args.get("then_peek") == Some(&json!(true))).then(|| peek().0);
+            let then_peek = args.get("then_peek").and_then(Value::as_bool) == Some(true);
+            let seen = then_peek.then(|| peek().0);
             json!({"marked": marked, "peek_marked": seen})
         }
         // What this instance can read of an earlier call's memory: the
