@@ -14,7 +14,8 @@
 #     wasm32-wasip2` (rustc links a component directly);
 #   * otherwise: Debian's rustc + -Zbuild-std for wasm32-wasip1
 #     (scripts/wasm-guest-env.sh, installs apt packages if missing), then the
-#     core module is componentized with the wasi preview1 reactor adapter.
+#     core module is componentized with the wasi preview1 reactor adapter;
+#     the product plugins are built lean and need no adapter (step 2).
 # Either way tools/componentize validates each artifact and checks that it
 # exports wasm-mcp:tool/tool@0.1.0. VERBOSE=1 shows cargo's output.
 set -euo pipefail
@@ -54,29 +55,49 @@ export CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$GUEST_RUSTFLAGS"
 export CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS="$GUEST_RUSTFLAGS"
 
 # 2. The guests, in a subshell so the guest toolchain env does not leak.
+#    On the wasip1 path the product plugins are built once more, lean:
+#    `-Cpanic=immediate-abort` (a panic traps without printing, so nothing
+#    links the preview1 `fd_write`, `environ_get` or `proc_exit` that the
+#    panic message needs), in their own target dir (another std). With
+#    their file I/O through `wasm_mcp_guest::fs` they import no preview1
+#    function, so the component has no adapter: pooled instantiation
+#    9.6 -> 5.2 µs in wasmtime 48 alone (the adapter is a second core
+#    instance with ~30 lowered imports). The test-only plugins keep the
+#    adapter and their panic messages.
 echo "build-plugins: building guests for $GUEST_TARGET" >&2
+LEAN_TARGET_DIR="$PLUGINS_TARGET_DIR/lean"
+LEAN_PACKAGES=()
+for p in "${PRODUCT[@]}"; do LEAN_PACKAGES+=(-p "$(echo "${p%%:*}" | tr _ -)"); done
 case "$GUEST_TARGET" in
   wasm32-wasip2)
     ( cargo build "${Q[@]}" --manifest-path plugins/Cargo.toml --release \
         --target wasm32-wasip2 --target-dir "$PLUGINS_TARGET_DIR" )
+    PRODUCT_OUT="$PLUGINS_TARGET_DIR/$GUEST_TARGET/release"
     ;;
   wasm32-wasip1)
     ( . scripts/wasm-guest-env.sh
       cargo build "${Q[@]}" --manifest-path plugins/Cargo.toml --release \
         --target wasm32-wasip1 -Zbuild-std=std,panic_abort \
-        --target-dir "$PLUGINS_TARGET_DIR" )
+        --target-dir "$PLUGINS_TARGET_DIR" --workspace "${LEAN_PACKAGES[@]/#-p/--exclude}"
+      CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$GUEST_RUSTFLAGS -Zunstable-options -Cpanic=immediate-abort" \
+        cargo build "${Q[@]}" --manifest-path plugins/Cargo.toml --release \
+        --target wasm32-wasip1 -Zbuild-std=std,panic_abort \
+        --target-dir "$LEAN_TARGET_DIR" "${LEAN_PACKAGES[@]}" )
+    PRODUCT_OUT="$LEAN_TARGET_DIR/$GUEST_TARGET/release"
     ;;
   *) echo "build-plugins: unsupported GUEST_TARGET=$GUEST_TARGET" >&2; exit 1 ;;
 esac
 OUT="$PLUGINS_TARGET_DIR/$GUEST_TARGET/release"
 
 # 3. Componentize (wasip1) or validate + copy (wasip2, already a component).
-emit() { # <crate artifact> <dist dir> <name>
-  mkdir -p "$2"
-  "$COMPONENTIZE" "$OUT/$1.wasm" "$2/$3.wasm" --adapter reactor
+#    The lean product plugins with `--adapter none`: a preview1 import
+#    creeping back in (a `std::fs` call, a `println!`) fails the build.
+emit() { # <build dir> <crate artifact> <dist dir> <name> <adapter>
+  mkdir -p "$3"
+  "$COMPONENTIZE" "$1/$2.wasm" "$3/$4.wasm" --adapter "$5"
 }
-for p in "${PRODUCT[@]}"; do emit "${p%%:*}" dist/plugins "${p##*:}"; done
-for p in "${TEST_ONLY[@]}"; do emit "${p%%:*}" dist/test-plugins "${p##*:}"; done
+for p in "${PRODUCT[@]}"; do emit "$PRODUCT_OUT" "${p%%:*}" dist/plugins "${p##*:}" none; done
+for p in "${TEST_ONLY[@]}"; do emit "$OUT" "${p%%:*}" dist/test-plugins "${p##*:}" reactor; done
 
 # 4. The Python and JavaScript sample plugins: each is built by its own
 #    build.sh (a project made from templates/python or templates/js), with

@@ -318,6 +318,13 @@ fn a_subdirectory_grant_cannot_reach_its_siblings() {
     std::fs::write(w.join("src/a.txt"), "in src\n").unwrap();
     std::fs::write(w.join("secret/s.txt"), "TOPSECRET\n").unwrap();
     std::fs::write(w.join("top.txt"), "TOPSECRET\n").unwrap();
+    // A sibling named like the grant plus a letter, and what a path under
+    // it would name were it taken for one under `src` (the plugin picks
+    // the preopen a path is under itself: `wasm_mcp_guest::fs`).
+    std::fs::create_dir_all(w.join("srcx")).unwrap();
+    std::fs::write(w.join("srcx/s.txt"), "TOPSECRET\n").unwrap();
+    std::fs::create_dir_all(w.join("src/x")).unwrap();
+    std::fs::write(w.join("src/x/s.txt"), "WRONGFILE\n").unwrap();
     std::os::unix::fs::symlink("../secret", w.join("src/link")).unwrap();
     std::os::unix::fs::symlink("/etc", w.join("src/etc")).unwrap();
     let (mut srv, _dirs) = start_granted(
@@ -340,11 +347,14 @@ fn a_subdirectory_grant_cannot_reach_its_siblings() {
         "top.txt",
         "/secret/s.txt",
         "src/etc/passwd",
+        "srcx/s.txt",
     ] {
         let r = srv.call("read_file", json!({"path": path}));
         assert!(is_error(&r), "{path} was readable: {r}");
         assert!(
-            !text_of(&r).contains("TOPSECRET") && !text_of(&r).contains("root:"),
+            !text_of(&r).contains("TOPSECRET")
+                && !text_of(&r).contains("root:")
+                && !text_of(&r).contains("WRONGFILE"),
             "{path}: {r}"
         );
     }

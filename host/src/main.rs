@@ -115,9 +115,11 @@ enum Cmd {
     #[command(name = "compile-worker", hide = true)]
     CompileWorker { tier: String, out: PathBuf },
     /// Turn a wasm32-wasip1 core module into a tool component (WASI
-    /// preview1 adapter) or validate one: IN OUT [--adapter reactor|command]
-    /// [--export NAME] [--list-imports] (`--export`: the export required
-    /// instead of the tool interface, e.g. `func read-file`).
+    /// preview1 adapter) or validate one: IN OUT [--adapter
+    /// reactor|command|none] [--export NAME] [--list-imports] (`none`: no
+    /// adapter, the module must import no preview1 function; `--export`:
+    /// the export required instead of the tool interface, e.g. `func
+    /// read-file`).
     Componentize {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

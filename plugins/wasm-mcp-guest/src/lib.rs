@@ -36,6 +36,7 @@
 //! natively with [`call`] and [`descriptors`]).
 
 mod error;
+pub mod fs;
 mod tool;
 
 #[cfg(target_arch = "wasm32")]

@@ -64,7 +64,7 @@ pub fn resolve_links(root: &Path, rel: &str) -> Result<String, ToolErr> {
             }
             _ => done.push(c),
         }
-        let Ok(target) = std::fs::read_link(resolve(root, &done.join("/"))) else {
+        let Ok(target) = wasm_mcp_guest::fs::read_link(resolve(root, &done.join("/"))) else {
             continue;
         };
         hops += 1;

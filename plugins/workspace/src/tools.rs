@@ -1,13 +1,12 @@
 //! The four file tools. `root` is the directory model paths are relative to
 //! (`/` inside the sandbox, a temp dir in the native tests).
 
-use std::fs;
 use std::io::{self, Read};
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wasm_mcp_guest::{Descriptor, Encoded, Tool};
+use wasm_mcp_guest::{fs, Descriptor, Encoded, Tool};
 
 use crate::api::{Code, ToolErr};
 use crate::paths::{is_git_metadata, join_rel, normalize, resolve, resolve_links};

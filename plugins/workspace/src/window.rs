@@ -19,7 +19,9 @@
 //! known without another pass; only the part that goes over the bound is
 //! looked at again, once, to find where to cut.
 
-use std::io::{self, Read};
+use std::io;
+
+use wasm_mcp_guest::fs::ReadChunk;
 
 use sonic_rs::format::{CompactFormatter, Formatter};
 
@@ -52,9 +54,11 @@ pub struct Window {
 /// Reads at most `cap` bytes of `src`, `chunk` at a time, and appends lines
 /// `offset..offset + limit` of it (terminators included), as UTF-8 with
 /// invalid sequences replaced, JSON-escaped without quotes, to `out`: at
-/// most `max_out` bytes of it (see [`Window::cut`]).
+/// most `max_out` bytes of it (see [`Window::cut`]). Each chunk is decoded
+/// where the source put it; only a character cut by a chunk's end (at most
+/// 3 bytes kept) has the next chunk copied behind it.
 pub fn stream_window(
-    mut src: impl Read,
+    mut src: impl ReadChunk,
     chunk: usize,
     cap: u64,
     offset: u64,
@@ -62,37 +66,29 @@ pub fn stream_window(
     max_out: usize,
     out: &mut Vec<u8>,
 ) -> io::Result<Window> {
-    let mut buf = vec![0u8; chunk.max(4)];
+    let chunk = chunk.max(4);
     let mut lines = Lines::new(offset, limit, out.len(), max_out);
-    // Bytes of an unfinished UTF-8 sequence kept at the front of `buf`.
-    let mut carry = 0;
+    // The bytes of an unfinished UTF-8 sequence left by the last chunk.
+    let mut carry: Vec<u8> = Vec::new();
     let mut read = 0u64;
     loop {
-        let room = (buf.len() - carry).min(usize::try_from(cap - read).unwrap_or(usize::MAX));
-        let n = if room == 0 {
-            0
+        let room = chunk.min(usize::try_from(cap - read).unwrap_or(usize::MAX));
+        let mut data = if room == 0 {
+            Vec::new()
         } else {
-            read_some(&mut src, &mut buf[carry..carry + room])?
+            src.read_chunk(room)?
         };
-        read += n as u64;
-        let at_end = n == 0 || read == cap;
-        let filled = carry + n;
-        let used = decode_lossy(&buf[..filled], at_end, |s| lines.push(s, out));
-        buf.copy_within(used..filled, 0);
-        carry = filled - used;
-        if at_end {
-            let capped = read == cap && read_some(&mut src, &mut [0u8; 1])? > 0;
-            return Ok(lines.finish(read, capped));
+        read += data.len() as u64;
+        let at_end = data.is_empty() || read == cap;
+        if !carry.is_empty() {
+            carry.extend_from_slice(&data);
+            data = std::mem::take(&mut carry);
         }
-    }
-}
-
-/// One `read`, retried when interrupted.
-fn read_some(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match src.read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            r => return r,
+        let used = decode_lossy(&data, at_end, |s| lines.push(s, out));
+        carry.extend_from_slice(&data[used..]);
+        if at_end {
+            let capped = read == cap && !src.read_chunk(1)?.is_empty();
+            return Ok(lines.finish(read, capped));
         }
     }
 }

@@ -1,8 +1,11 @@
-//! `componentize <in.wasm> <out.wasm> [--adapter reactor|command] [--list-imports]`
+//! `componentize <in.wasm> <out.wasm> [--adapter reactor|command|none] [--list-imports]`
 //!
 //! Turns a wasm32-wasip1 core module (built with wit-bindgen against
 //! `wit/tool.wit`) into a WASI 0.2 component using the wasi preview1
 //! adapter, validates it and checks that it exports the tool interface.
+//! With `--adapter none` the module must import no preview1 function (its
+//! WASI calls are all `wasi:*` 0.2 imports, e.g. through
+//! `wasm_mcp_guest::fs`), and the component has no adapter instance.
 //! An input that is already a component is only validated and copied.
 
 use std::path::{Path, PathBuf};
@@ -23,6 +26,8 @@ pub const TOOL_INTERFACE: &str = "wasm-mcp:tool/tool@0.1.0";
 pub enum Adapter {
     Reactor,
     Command,
+    /// No adapter: a module that imports preview1 functions is refused.
+    None,
 }
 
 #[derive(Debug)]
@@ -36,7 +41,7 @@ struct Args {
     export: String,
 }
 
-const USAGE: &str = "usage: componentize <in.wasm> <out.wasm> [--adapter reactor|command] \
+const USAGE: &str = "usage: componentize <in.wasm> <out.wasm> [--adapter reactor|command|none] \
      [--export NAME] [--list-imports]";
 
 fn parse_args(args: &[String]) -> Result<Args> {
@@ -50,7 +55,7 @@ fn parse_args(args: &[String]) -> Result<Args> {
             "--adapter" => {
                 let v = it
                     .next()
-                    .context("--adapter needs a value (reactor|command)")?;
+                    .context("--adapter needs a value (reactor|command|none)")?;
                 adapter = parse_adapter(v)?;
             }
             s if s.starts_with("--adapter=") => adapter = parse_adapter(&s["--adapter=".len()..])?,
@@ -77,7 +82,8 @@ fn parse_adapter(v: &str) -> Result<Adapter> {
     match v {
         "reactor" => Ok(Adapter::Reactor),
         "command" => Ok(Adapter::Command),
-        _ => bail!("--adapter must be `reactor` or `command`, not `{v}`"),
+        "none" => Ok(Adapter::None),
+        _ => bail!("--adapter must be `reactor`, `command` or `none`, not `{v}`"),
     }
 }
 
@@ -166,26 +172,55 @@ pub fn componentize_exporting(
 ) -> Result<(Vec<u8>, Summary)> {
     let component = match kind_of(input)? {
         Kind::Component => input.to_vec(),
-        Kind::Module => {
-            let adapter_bytes = match adapter {
-                Adapter::Reactor => WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-                Adapter::Command => WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
-            };
-            ComponentEncoder::default()
-                .validate(true)
-                .module(input)
-                .context(
-                    "cannot read the core module (no `component-type` custom section? \
-                     it must be built with wit-bindgen)",
-                )?
-                .adapter(WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, adapter_bytes)
-                .context("cannot load the wasi preview1 adapter")?
-                .encode()
-                .context("cannot encode the component")?
-        }
+        Kind::Module => encode_module(input, adapter)?,
     };
     let summary = check_component(&component, export)?;
     Ok((component, summary))
+}
+
+fn encode_module(module: &[u8], adapter: Adapter) -> Result<Vec<u8>> {
+    let adapter_bytes = match adapter {
+        Adapter::Reactor => Some(WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER),
+        Adapter::Command => Some(WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER),
+        Adapter::None => {
+            let p1 = preview1_imports(module)?;
+            if !p1.is_empty() {
+                bail!(
+                    "--adapter none: the module imports wasi preview1 functions ({}), \
+                     which only the adapter provides",
+                    p1.join(", ")
+                );
+            }
+            None
+        }
+    };
+    let mut encoder = ComponentEncoder::default();
+    let encoder = encoder.validate(true).module(module).context(
+        "cannot read the core module (no `component-type` custom section? \
+         it must be built with wit-bindgen)",
+    )?;
+    if let Some(bytes) = adapter_bytes {
+        encoder
+            .adapter(WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, bytes)
+            .context("cannot load the wasi preview1 adapter")?;
+    }
+    encoder.encode().context("cannot encode the component")
+}
+
+/// The names of the functions `module` imports from wasi preview1.
+fn preview1_imports(module: &[u8]) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        if let wasmparser::Payload::ImportSection(imports) = payload? {
+            for import in imports.into_imports() {
+                let import = import?;
+                if import.module == WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME {
+                    names.push(import.name.to_string());
+                }
+            }
+        }
+    }
+    Ok(names)
 }
 
 fn run(args: &Args) -> Result<Summary> {
@@ -334,6 +369,26 @@ mod tests {
     }
 
     #[test]
+    fn without_the_adapter_a_module_must_not_import_preview1() {
+        // A type (i32 x4 -> i32) and one import of it: preview1's fd_write.
+        let mut m = b"\0asm\x01\0\0\0\x01\x09\x01\x60\x04\x7f\x7f\x7f\x7f\x01\x7f".to_vec();
+        m.extend_from_slice(b"\x02\x23\x01\x16wasi_snapshot_preview1\x08fd_write\x00\x00");
+        assert_eq!(preview1_imports(&m).unwrap(), ["fd_write"]);
+        let err = componentize(&m, Adapter::None).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("preview1 functions (fd_write)"),
+            "{err:#}"
+        );
+
+        let module = foreign_module();
+        assert!(preview1_imports(&module).unwrap().is_empty());
+        let (component, summary) =
+            componentize_exporting(&module, Adapter::None, "func read-file").unwrap();
+        assert_eq!(kind_of(&component).unwrap(), Kind::Component);
+        assert!(summary.imports.is_empty(), "{:?}", summary.imports);
+    }
+
+    #[test]
     fn only_regular_files_are_replaced() {
         let dir = std::env::temp_dir().join(format!("componentize-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -379,6 +434,8 @@ mod tests {
         assert_eq!(a.adapter, Adapter::Reactor);
         assert!(parse_args(&s(&["a.wasm"])).is_err());
         assert!(parse_args(&s(&["a", "b", "--adapter", "proxy"])).is_err());
+        let a = parse_args(&s(&["a", "b", "--adapter=none"])).unwrap();
+        assert_eq!(a.adapter, Adapter::None);
         assert!(parse_args(&s(&["a", "b", "--bogus"])).is_err());
         assert_eq!(a.export, TOOL_INTERFACE);
         let a = parse_args(&s(&["a", "b", "--export", "func read-file"])).unwrap();

@@ -1,5 +1,6 @@
 use super::*;
 use serde_json::{json, Value};
+use std::fs;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

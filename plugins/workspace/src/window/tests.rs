@@ -1,4 +1,5 @@
 use super::*;
+use std::io::Read;
 
 /// The inside of `text`'s JSON string as the SDK's encoder writes it.
 fn json_len(text: &str) -> usize {
