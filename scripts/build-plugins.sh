@@ -90,8 +90,10 @@ esac
 OUT="$PLUGINS_TARGET_DIR/$GUEST_TARGET/release"
 
 # 3. Componentize (wasip1) or validate + copy (wasip2, already a component).
-#    The lean product plugins with `--adapter none`: a preview1 import
-#    creeping back in (a `std::fs` call, a `println!`) fails the build.
+#    The lean product plugins with `--adapter none`: on the wasip1 path a
+#    preview1 import creeping back in (a `std::fs` call, a `println!`)
+#    fails the build. (On the wasip2 path rustc has made the component,
+#    adapter and all, and `--adapter none` only validates it.)
 emit() { # <build dir> <crate artifact> <dist dir> <name> <adapter>
   mkdir -p "$3"
   "$COMPONENTIZE" "$1/$2.wasm" "$3/$4.wasm" --adapter "$5"

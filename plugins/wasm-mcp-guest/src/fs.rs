@@ -62,43 +62,48 @@ pub use wasi::{
 };
 
 /// Which preopen a path falls under, and the path relative to it (`.` for
-/// the preopen itself): the preopen whose name is the longest prefix of
-/// `path` at a component boundary, as wasi-libc's `find_relpath` picks. A
-/// relative path is taken from `/` (wasi-libc's working directory).
-/// `None` when no preopen holds `path` (wasi-libc's `ENOTCAPABLE`).
+/// the preopen itself), as wasi-libc's `find_relpath` picks: leading `/`s
+/// are dropped from the path and from the preopens' names (and a name's
+/// leading `./`, trailing `/`s, or a name `.`), so every path is taken from
+/// `/` (wasi-libc's working directory); the preopen whose name is the
+/// longest prefix of what is left at a component boundary wins, the later
+/// one of equal names. `None` when no preopen holds `path` (the `ENOTCAPABLE`
+/// of the wasi-libc this project builds with).
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 fn find_preopen<I>(names: I, path: &str) -> Option<(usize, String)>
 where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
-    let path = if path.starts_with('/') {
-        path.to_owned()
-    } else {
-        format!("/{path}")
-    };
+    let path = path.trim_start_matches('/');
     let mut best: Option<(usize, usize)> = None;
     for (i, name) in names.into_iter().enumerate() {
-        // `/` becomes `` and `/src/` becomes `/src`: both then match at
-        // the `/` that follows them.
-        let name = name.as_ref().trim_end_matches('/');
-        let under = path
-            .strip_prefix(name)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        let name = bare_name(name.as_ref());
+        let under = name.is_empty()
+            || path
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
         if under && best.is_none_or(|(_, len)| name.len() >= len) {
             best = Some((i, name.len()));
         }
     }
     let (i, len) = best?;
     let rel = path[len..].trim_start_matches('/');
-    Some((
-        i,
-        if rel.is_empty() {
-            ".".into()
-        } else {
-            rel.into()
-        },
-    ))
+    let rel = if rel.is_empty() { "." } else { rel };
+    Some((i, rel.to_owned()))
+}
+
+/// A preopen's name as wasi-libc compares it: `/`, `.` and `./` are ``;
+/// `/src/` and `./src` are `src`.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+fn bare_name(name: &str) -> &str {
+    let name = name.strip_prefix("./").unwrap_or(name);
+    let name = name.trim_start_matches('/').trim_end_matches('/');
+    if name == "." {
+        ""
+    } else {
+        name
+    }
 }
 
 #[cfg(test)]
@@ -121,8 +126,16 @@ mod tests {
         assert_eq!(find("/src/generated"), at(1, "generated"));
         assert_eq!(find("/doc/a"), at(3, "a"));
         assert_eq!(find("/doc"), at(3, "."));
-        // Not `/src`: the host resolves `src//lib.rs` in the root.
-        assert_eq!(find("//src//lib.rs"), at(0, "src//lib.rs"));
+        assert_eq!(find("//src//lib.rs"), at(1, "lib.rs"));
+        assert_eq!(find("src"), at(1, "."));
+        // Names as `wasmtime run --dir` gives them.
+        let names = [".", "src", "./doc"];
+        let find = |p| find_preopen(names, p);
+        assert_eq!(find("/a"), at(0, "a"));
+        assert_eq!(find("/src/a"), at(1, "a"));
+        assert_eq!(find("doc"), at(2, "."));
+        // The later of two equal names.
+        assert_eq!(find_preopen(["/src", "/src/"], "/src/a"), at(1, "a"));
     }
 
     #[test]

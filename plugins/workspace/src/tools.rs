@@ -1,11 +1,12 @@
 //! The four file tools. `root` is the directory model paths are relative to
 //! (`/` inside the sandbox, a temp dir in the native tests).
 
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wasm_mcp_guest::fs::ReadChunk;
 use wasm_mcp_guest::{fs, Descriptor, Encoded, Tool};
 
 use crate::api::{Code, ToolErr};
@@ -511,10 +512,8 @@ impl Search<'_> {
             self.skipped.too_large += 1;
             return Ok(());
         }
-        let mut data = Vec::new();
-        fs::File::open(resolve(self.root, rel))?
-            .take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut data)?;
+        let file = fs::File::open(resolve(self.root, rel))?;
+        let data = read_capped(file, size, MAX_FILE_BYTES + 1)?;
         if data.len() as u64 > MAX_FILE_BYTES {
             self.skipped.too_large += 1;
             return Ok(());
@@ -577,6 +576,27 @@ impl Search<'_> {
         }
         Ok(())
     }
+}
+
+/// At most `cap` bytes of `file`, which its metadata said is `size` bytes
+/// long: asked for whole at first (one read and the one that finds its
+/// end, for a file that did not change), then a chunk at a time.
+fn read_capped(mut file: impl ReadChunk, size: u64, cap: u64) -> io::Result<Vec<u8>> {
+    let mut data: Vec<u8> = Vec::new();
+    let mut want = size.saturating_add(1).min(cap);
+    while want > 0 {
+        let chunk = file.read_chunk(want as usize)?;
+        if chunk.is_empty() {
+            break;
+        }
+        if data.is_empty() {
+            data = chunk;
+        } else {
+            data.extend_from_slice(&chunk);
+        }
+        want = (cap - data.len() as u64).min(window::CHUNK as u64);
+    }
+    Ok(data)
 }
 
 /// The entries of directory `rel`, listed through `rel/.`: natively as in

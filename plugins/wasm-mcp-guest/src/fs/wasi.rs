@@ -105,28 +105,41 @@ pub fn write<P: AsRef<Path>, C: AsRef<[u8]>>(path: P, contents: C) -> io::Result
     Ok(())
 }
 
-/// `std::fs::create_dir_all`: `path` and whatever of its parents is
-/// missing; a directory already there is no error.
+/// `std::fs::create_dir_all`, as std does it: `path` and whatever of its
+/// parents is missing, made from the top down; a directory already there
+/// is no error (a file there is).
 pub fn create_dir_all<P: AsRef<Path>>(path: P) -> io::Result<()> {
     let path = path.as_ref();
     if path.as_os_str().is_empty() {
         return Ok(());
     }
-    match create_dir(path) {
-        Ok(()) => return Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(_) if is_dir(path) => return Ok(()),
-        Err(e) => return Err(e),
+    let already_dir =
+        |e: &io::Error, p: &Path| e.kind() == io::ErrorKind::AlreadyExists && is_dir(p);
+    let mut missing = Vec::new();
+    let mut current = path;
+    loop {
+        match create_dir(current) {
+            Ok(()) => break,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) if already_dir(&e, current) => break,
+            Err(e) => return Err(e),
+        }
+        match current.parent() {
+            Some(parent) => {
+                missing.push(current);
+                current = parent;
+            }
+            None => return Err(io::Error::other("failed to create whole tree")),
+        }
     }
-    match path.parent() {
-        Some(parent) => create_dir_all(parent)?,
-        None => return Err(io::Error::other("failed to create whole tree")),
+    for dir in missing.into_iter().rev() {
+        match create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if already_dir(&e, dir) => {}
+            Err(e) => return Err(e),
+        }
     }
-    match create_dir(path) {
-        Ok(()) => Ok(()),
-        Err(_) if is_dir(path) => Ok(()),
-        Err(e) => Err(e),
-    }
+    Ok(())
 }
 
 fn create_dir(path: &Path) -> io::Result<()> {
