@@ -1,7 +1,7 @@
 //! The file system for tools, shaped like `std::fs` (the subset a tool
 //! needs): natively it *is* `std::fs`, so a plugin's unit tests run over a
 //! temp directory; in the component it calls the host's WASI 0.2
-//! `wasi:filesystem` directly.
+//! `wasi:filesystem` directly (through the `wasip2` crate's bindings).
 //!
 //! Why: `std::fs` on wasm32-wasip1 goes through the wasi preview1 adapter,
 //! a second core instance with its own state, shims and one lowered import

@@ -13,15 +13,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bindings::wasi::filesystem::preopens::get_directories;
-use bindings::wasi::filesystem::types::{
+use wasip2::filesystem::preopens::get_directories;
+use wasip2::filesystem::types::{
     Descriptor, DescriptorFlags, DescriptorStat, DescriptorType, DirectoryEntryStream, ErrorCode,
     OpenFlags, PathFlags,
 };
-
-mod bindings {
-    wit_bindgen::generate!({ path: "wasi-wit", world: "fs", generate_all });
-}
 
 thread_local! {
     /// This instance's preopens, asked for once (every call of
