@@ -55,8 +55,8 @@ pub struct Window {
 /// `offset..offset + limit` of it (terminators included), as UTF-8 with
 /// invalid sequences replaced, JSON-escaped without quotes, to `out`: at
 /// most `max_out` bytes of it (see [`Window::cut`]). Each chunk is decoded
-/// where the source put it; only a character cut by a chunk's end (at most
-/// 3 bytes kept) has the next chunk copied behind it.
+/// where the source put it: a character cut by a chunk's end (at most 3
+/// bytes kept) is finished with the next chunk's first bytes.
 pub fn stream_window(
     mut src: impl ReadChunk,
     chunk: usize,
@@ -73,24 +73,48 @@ pub fn stream_window(
     let mut read = 0u64;
     loop {
         let room = chunk.min(usize::try_from(cap - read).unwrap_or(usize::MAX));
-        let mut data = if room == 0 {
+        let data = if room == 0 {
             Vec::new()
         } else {
             src.read_chunk(room)?
         };
         read += data.len() as u64;
         let at_end = data.is_empty() || read == cap;
-        if !carry.is_empty() {
-            carry.extend_from_slice(&data);
-            data = std::mem::take(&mut carry);
+        let start = finish_carry(&mut carry, &data, at_end, |s| lines.push(s, out));
+        let rest = &data[start..];
+        if !rest.is_empty() || at_end {
+            let used = decode_lossy(rest, at_end, |s| lines.push(s, out));
+            carry.extend_from_slice(&rest[used..]);
         }
-        let used = decode_lossy(&data, at_end, |s| lines.push(s, out));
-        carry.extend_from_slice(&data[used..]);
         if at_end {
             let capped = read == cap && !src.read_chunk(1)?.is_empty();
             return Ok(lines.finish(read, capped));
         }
     }
+}
+
+/// Finishes the character `carry` holds the start of (what the last chunk
+/// ended inside) with the first bytes of `data` (at most 3), passing its
+/// text to `emit`, and returns where the rest of `data` starts. `carry` is
+/// left empty, or, when `data` ran out before the character did, holding
+/// all of it. Decoding the two apart is decoding them whole: the carry
+/// starts at a character, and a piece cut again is cut as
+/// [`unfinished_tail`] cuts.
+fn finish_carry(carry: &mut Vec<u8>, data: &[u8], at_end: bool, emit: impl FnOnce(&str)) -> usize {
+    if carry.is_empty() {
+        return 0;
+    }
+    let head = (4 - carry.len()).min(data.len());
+    carry.extend_from_slice(&data[..head]);
+    let used = decode_lossy(carry, at_end && head == data.len(), emit);
+    let unused = carry.len() - used;
+    if unused > head {
+        // Still unfinished, and `data` (all of it in `carry` now) used up.
+        carry.drain(..used);
+        return data.len();
+    }
+    carry.clear();
+    head - unused
 }
 
 /// Passes the text of `bytes` to `emit`, with U+FFFD for each invalid
