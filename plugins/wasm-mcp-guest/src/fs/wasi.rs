@@ -91,11 +91,13 @@ pub fn write<P: AsRef<Path>, C: AsRef<[u8]>>(path: P, contents: C) -> io::Result
     let mut rest = contents.as_ref();
     let mut at = 0u64;
     while !rest.is_empty() {
-        let n = file.fd.write(rest, at).map_err(io_error)? as usize;
+        // The host writes at most what it was given; a larger count is
+        // taken as all of it, for the offset as for the rest.
+        let n = (file.fd.write(rest, at).map_err(io_error)? as usize).min(rest.len());
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
-        rest = &rest[n.min(rest.len())..];
+        rest = &rest[n..];
         at += n as u64;
     }
     Ok(())
