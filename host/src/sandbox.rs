@@ -598,19 +598,26 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
 }
 
 /// Bytes of each pooled linear memory kept resident between calls: enough
-/// for a small call's stack and heap to find its pages there next time.
-/// Without userfaultfd write protection, `PAGEMAP_SCAN` reports every
-/// present page as written, so a freed slot `memset`s all its resident
-/// pages up to this much on every reset, whatever the call touched: with
-/// 8 MiB, one 1.9 MB read left ~5 MB resident and every small call of
-/// that plugin after it paid for zeroing them (in process 27 → 219 µs;
-/// served p50 0.193 → 0.414 ms, the bench's "again" row). With 256 KiB a
-/// small call served costs the same before and after a large one (p50
-/// 0.199 / 0.199 ms; in process 27 → 40 µs, the 256 KiB `memset`); a
-/// large call faults in what it touches beyond (1.9 MB read served p50
-/// 6.4 → 7.4 ms, in process 1.0 → 1.9 ms), and a slot keeps at most
-/// 256 KiB.
-const KEEP_RESIDENT_BYTES: usize = 256 << 10;
+/// for a small call of the workspace plugin to find its pages there next
+/// time (it writes at most 16 pages: at this size its resets decommit
+/// nothing). Without userfaultfd write protection, `PAGEMAP_SCAN` reports
+/// every present page as written, so a freed slot `memset`s its resident
+/// pages up to this much on every reset, whatever the call touched, and
+/// decommits the rest: once one large call has filled a slot's quota with
+/// its own pages, every later small call in that slot pays the whole
+/// `memset`, a `madvise` (with its TLB shootdown) and the faults of its
+/// pages past the quota. With 8 MiB, one 1.9 MB read left ~5 MB resident
+/// (small calls after it, in process 27 → 219 µs; served p50 0.193 →
+/// 0.414 ms, the bench's "again" row). With 256 KiB, one large read took
+/// small calls from ~600 to ~350–400 resets per 100 ms (served 0.158 →
+/// 0.248 ms in that run); with 64 KiB 541–586 → 485–535 (0.173 → 0.182
+/// ms), and six A/B runs of the sequential section, the two sizes taking
+/// turns: small p50 0.160 / 0.166 ms, small after large 0.168 / 0.184 ms,
+/// 1.9 MB 5.93 / 5.95 ms (64 / 256 KiB); in process both the same (call
+/// 20.2–20.9 µs, instantiation 8.9–9.0 µs). At 32 KiB a small call's own
+/// pages no longer fit: a `madvise` at every reset. A large call faults
+/// in what it touches past this, and a slot keeps at most this much.
+const KEEP_RESIDENT_BYTES: usize = 64 << 10;
 
 /// Bytes of each pooled table kept resident between calls.
 const KEEP_RESIDENT_TABLE_BYTES: usize = 64 << 10;
