@@ -1030,7 +1030,8 @@ fn a_call_never_sees_what_an_earlier_call_left_in_memory() {
         "{r}"
     );
     for round in 0..6u64 {
-        // Past what a slot keeps resident (256 KiB), and past the 4 MiB
+        // Past what a slot keeps resident (64 KiB, `KEEP_RESIDENT_BYTES`
+        // in `host/src/sandbox.rs`), and past the 4 MiB
         // tried in the twenty-first bench round.
         let bytes = if round % 2 == 0 { 3 << 20 } else { 8 << 20 };
         let r = s.call("scribble", json!({"bytes": bytes}));

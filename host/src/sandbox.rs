@@ -599,8 +599,9 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
 
 /// Bytes of each pooled linear memory kept resident between calls: enough
 /// for a small call of the workspace plugin to find its pages there next
-/// time (it writes at most 16 pages: at this size its resets decommit
-/// nothing). Without userfaultfd write protection, `PAGEMAP_SCAN` reports
+/// time (it touches at most 16 pages, exactly this much: at this size its
+/// resets decommit nothing, at 32 KiB every one does; a plugin whose small
+/// calls touch more pays a `madvise` and the faults of the rest at each). Without userfaultfd write protection, `PAGEMAP_SCAN` reports
 /// every present page as written, so a freed slot `memset`s its resident
 /// pages up to this much on every reset, whatever the call touched, and
 /// decommits the rest: once one large call has filled a slot's quota with
@@ -638,9 +639,11 @@ fn pool_config(limits: &Limits) -> wasmtime::PoolingAllocationConfig {
         .total_tables(slots * per.tables)
         .total_stacks(slots)
         .max_memory_size(limits.memory_bytes)
-        // A freed slot's first pages are reset with memset instead of
-        // madvise, and (kernel ≥ 6.7) only the pages the call touched: the
-        // next call of the same plugin starts without page faults.
+        // A freed slot's first present pages, up to KEEP_RESIDENT_BYTES,
+        // are reset with memset instead of madvise (kernel ≥ 6.7: found by
+        // PAGEMAP_SCAN, present pages only, whichever call touched them):
+        // the next small call of the same plugin starts without page
+        // faults.
         .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
         .table_keep_resident(KEEP_RESIDENT_TABLE_BYTES)
         .pagemap_scan(wasmtime::Enabled::Auto);
