@@ -601,8 +601,9 @@ fn build_engine(limits: &Limits, opts: &EngineOptions) -> Result<Engine> {
 /// for a small call of the workspace plugin to find its pages there next
 /// time (it touches at most 16 pages, exactly this much: at this size its
 /// resets decommit nothing, at 32 KiB every one does; a plugin whose small
-/// calls touch more pays a `madvise` and the faults of the rest at each). Without userfaultfd write protection, `PAGEMAP_SCAN` reports
-/// every present page as written, so a freed slot `memset`s its resident
+/// calls touch more pays a `madvise` and the faults of the rest at each).
+/// Without userfaultfd write protection, `PAGEMAP_SCAN` reports every
+/// present page as written, so a freed slot `memset`s its resident
 /// pages up to this much on every reset, whatever the call touched, and
 /// decommits the rest: once one large call has filled a slot's quota with
 /// its own pages, every later small call in that slot pays the whole

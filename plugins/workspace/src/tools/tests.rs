@@ -676,3 +676,22 @@ fn descriptors_are_well_formed() {
         assert!(!(d.annotations.read_only && d.annotations.destructive));
     }
 }
+
+/// `search` reads a file asking for the size its metadata gave: a file
+/// longer than that (grown since, or lying) is still read to the cap and
+/// no further, one shorter whole, an empty one as empty.
+#[test]
+fn a_read_stops_at_its_cap_whatever_the_metadata_said() {
+    let cap = MAX_FILE_BYTES + 1;
+    let longer = vec![b'a'; (cap + 100) as usize];
+    for hint in [0, 10, cap, u64::MAX] {
+        let data = read_capped(std::io::Cursor::new(&longer), hint, cap).unwrap();
+        assert_eq!(data.len() as u64, cap, "metadata said {hint}");
+    }
+    let shorter = b"needle\n".to_vec();
+    for hint in [0, 3, 7, 1000] {
+        let data = read_capped(std::io::Cursor::new(&shorter), hint, cap).unwrap();
+        assert_eq!(data, shorter, "metadata said {hint}");
+    }
+    assert!(read_capped(std::io::empty(), 5, cap).unwrap().is_empty());
+}
